@@ -1,0 +1,17 @@
+// Package nic is rdmakit's software NIC: one implementation of the verbs
+// semantics shared by every software transport.
+//
+// A Node is one device. It owns the key tables (lkey → MR, rkey → MR),
+// the QP table and the atomics lock table, and it executes work requests:
+// key lookup, PD and access checks, bounds checks, the memory operation
+// itself and completion generation. A transport supplies a Network that
+// names the other nodes and says how each path currently behaves (up,
+// delayed, blocked, dead); the loop transport puts many nodes in one
+// process, the shm and tcp transports put the responder elsewhere.
+//
+// Work requests run on the poster's goroutine when nothing forces them to
+// wait (the fast path: no allocation, no hand-off). A request that must
+// wait — a SEND that found no receive (RNR), a delayed or blocked path —
+// and every request behind it on the same QP move to a per-QP queue
+// drained in order by a background goroutine, so RC ordering holds.
+package nic

@@ -1,0 +1,132 @@
+package nic
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// MR is a memory region allocated with mmap, off the Go heap.
+type MR struct {
+	pd     *PD
+	buf    []byte
+	addr   uint64
+	lkey   uint32
+	rkey   uint32
+	access verbs.Access
+	// refs counts executions using the memory; deregistration subtracts
+	// deadBias so new acquisitions fail, then waits for the count to drain
+	// before unmapping.
+	refs atomic.Int64
+	gone atomic.Bool
+}
+
+const deadBias = 1 << 40
+
+var _ verbs.MR = (*MR)(nil)
+
+// Bytes implements verbs.MR.
+func (m *MR) Bytes() []byte { return m.buf }
+
+// Addr implements verbs.MR.
+func (m *MR) Addr() uint64 { return m.addr }
+
+// Len implements verbs.MR.
+func (m *MR) Len() int { return len(m.buf) }
+
+// LKey implements verbs.MR.
+func (m *MR) LKey() uint32 { return m.lkey }
+
+// RKey implements verbs.MR.
+func (m *MR) RKey() uint32 { return m.rkey }
+
+// Access implements verbs.MR.
+func (m *MR) Access() verbs.Access { return m.access }
+
+// PD returns the region's protection domain.
+func (m *MR) PD() *PD { return m.pd }
+
+// acquire pins the memory for one execution; it fails once the region is
+// being deregistered.
+func (m *MR) acquire() bool {
+	if m.refs.Add(1) < 0 {
+		m.refs.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (m *MR) release() { m.refs.Add(-1) }
+
+// slice returns the n bytes at address addr if they lie inside the region.
+func (m *MR) slice(addr uint64, n uint64) ([]byte, bool) {
+	if addr < m.addr || n > uint64(len(m.buf)) || addr-m.addr > uint64(len(m.buf))-n {
+		return nil, false
+	}
+	off := addr - m.addr
+	return m.buf[off : off+n : off+n], true
+}
+
+// Deregister implements verbs.MR.
+func (m *MR) Deregister() error {
+	if !m.gone.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: MR already deregistered", verbs.ErrInvalidState)
+	}
+	n := m.pd.node
+	n.keys.remove(m)
+	m.refs.Add(-deadBias)
+	for i := 0; m.refs.Load() != -deadBias; i++ {
+		if i < 100 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(10 * time.Microsecond)
+		}
+	}
+	m.pd.mrs.Add(-1)
+	err := unix.Munmap(m.buf[:cap(m.buf)])
+	m.buf = nil
+	if err != nil {
+		return fmt.Errorf("verbs: munmap: %w", err)
+	}
+	return nil
+}
+
+func allocMR(pd *PD, size int, access verbs.Access) (*MR, error) {
+	if size <= 0 || uint64(size) > pd.node.attr.MaxMRSize {
+		return nil, fmt.Errorf("%w: MR size %d (1 … %d)", verbs.ErrInvalidArg, size, pd.node.attr.MaxMRSize)
+	}
+	if err := access.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", err, access)
+	}
+	page := unix.Getpagesize()
+	mapped := (size + page - 1) / page * page
+	buf, err := unix.Mmap(-1, 0, mapped, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("%w: mmap %d bytes: %v", verbs.ErrNoMemory, mapped, err)
+	}
+	m := &MR{
+		pd:     pd,
+		buf:    buf[:size:mapped],
+		addr:   uint64(uintptr(unsafe.Pointer(&buf[0]))),
+		access: access,
+	}
+	pd.node.keys.add(m)
+	pd.mrs.Add(1)
+	return m, nil
+}
+
+func random32() uint32 {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("nic: crypto/rand failed: " + err.Error()) // crypto/rand never fails on Linux
+	}
+	return binary.LittleEndian.Uint32(b[:])
+}

@@ -1,0 +1,249 @@
+package nic
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// PathState is how a path between two nodes currently behaves.
+type PathState uint8
+
+// Path states.
+const (
+	// PathUp: requests reach the responder, after Route.Delay.
+	PathUp PathState = iota
+	// PathBlocked: requests cannot get through now (paused node,
+	// partition) but may later; they wait up to the QP's retry budget.
+	PathBlocked
+	// PathDead: the responder is gone; requests fail with RETRY_EXC_ERR.
+	PathDead
+)
+
+// Route is the state of the path from one node to another.
+type Route struct {
+	State PathState
+	// Delay is the one-way latency added to each request on the path; a
+	// request takes effect and completes after a round trip of 2×Delay.
+	Delay time.Duration
+}
+
+// Network is what a transport tells its nodes about the others.
+type Network interface {
+	// Lookup returns the node with the given address, or nil.
+	Lookup(address string) *Node
+	// LookupID returns the node with the given ID, or nil.
+	LookupID(id uint32) *Node
+	// Route reports how the path from one node to another behaves now.
+	// It is called for every request and must be cheap when no faults are
+	// injected.
+	Route(from, to *Node) Route
+}
+
+// Config configures a Node.
+type Config struct {
+	// Address is what peers use to reach the node.
+	Address string
+	// ID is the node's small numeric identity (WC.SrcID at peers).
+	ID uint32
+	// Transport names the provider, e.g. "loop".
+	Transport string
+	// Network resolves peers.
+	Network Network
+	// Attr overrides the default capabilities where non-zero.
+	Attr verbs.DeviceAttr
+	// OnClose, if set, runs once when the node is closed.
+	OnClose func()
+}
+
+// DefaultAttr are the capabilities of a software node.
+var DefaultAttr = verbs.DeviceAttr{
+	MaxMRSize:         1 << 40,
+	MaxQPWR:           1 << 16,
+	MaxSGE:            16,
+	MaxCQE:            1 << 22,
+	MaxInlineData:     1024,
+	MTU:               4096,
+	MaskedAtomicSizes: 8 | 16 | 32,
+}
+
+// Node is one software NIC; it implements verbs.Device.
+type Node struct {
+	addr  string
+	id    uint32
+	attr  verbs.DeviceAttr
+	net   Network
+	keys  *keyTable
+	locks lockTable
+
+	mu      sync.Mutex
+	qps     atomic.Pointer[map[uint32]*QP]
+	nextQPN uint32
+	pds     map[*PD]struct{}
+	cqs     map[*CQ]struct{}
+	srqs    map[*SRQ]struct{}
+	closed  atomic.Bool
+	onClose func()
+}
+
+var _ verbs.Device = (*Node)(nil)
+
+// NewNode creates a node.
+func NewNode(c Config) *Node {
+	a := DefaultAttr
+	a.Transport = c.Transport
+	if c.Attr.MaxMRSize != 0 {
+		a.MaxMRSize = c.Attr.MaxMRSize
+	}
+	if c.Attr.MaxQPWR != 0 {
+		a.MaxQPWR = c.Attr.MaxQPWR
+	}
+	if c.Attr.MaxSGE != 0 {
+		a.MaxSGE = c.Attr.MaxSGE
+	}
+	if c.Attr.MaxCQE != 0 {
+		a.MaxCQE = c.Attr.MaxCQE
+	}
+	if c.Attr.MaxInlineData != 0 {
+		a.MaxInlineData = c.Attr.MaxInlineData
+	}
+	if c.Attr.MTU != 0 {
+		a.MTU = c.Attr.MTU
+	}
+	if c.Attr.MaskedAtomicSizes != 0 {
+		a.MaskedAtomicSizes = c.Attr.MaskedAtomicSizes
+	}
+	n := &Node{
+		addr:    c.Address,
+		id:      c.ID,
+		attr:    a,
+		net:     c.Network,
+		keys:    newKeyTable(),
+		nextQPN: 0x100 + (random32() & 0xffff),
+		pds:     map[*PD]struct{}{},
+		cqs:     map[*CQ]struct{}{},
+		srqs:    map[*SRQ]struct{}{},
+		onClose: c.OnClose,
+	}
+	m := map[uint32]*QP{}
+	n.qps.Store(&m)
+	return n
+}
+
+// Address implements verbs.Device.
+func (n *Node) Address() string { return n.addr }
+
+// ID implements verbs.Device.
+func (n *Node) ID() uint32 { return n.id }
+
+// Attr implements verbs.Device.
+func (n *Node) Attr() verbs.DeviceAttr { return n.attr }
+
+// Closed reports whether the node was closed or crashed.
+func (n *Node) Closed() bool { return n.closed.Load() }
+
+// AllocPD implements verbs.Device.
+func (n *Node) AllocPD() (verbs.PD, error) {
+	if n.closed.Load() {
+		return nil, verbs.ErrClosed
+	}
+	pd := &PD{node: n}
+	n.mu.Lock()
+	n.pds[pd] = struct{}{}
+	n.mu.Unlock()
+	return pd, nil
+}
+
+// CreateCQ implements verbs.Device.
+func (n *Node) CreateCQ(depth int) (verbs.CQ, error) {
+	if n.closed.Load() {
+		return nil, verbs.ErrClosed
+	}
+	if depth <= 0 || depth > n.attr.MaxCQE {
+		return nil, fmt.Errorf("%w: CQ depth %d (1 … %d)", verbs.ErrInvalidArg, depth, n.attr.MaxCQE)
+	}
+	cq := newCQ(n, depth)
+	n.mu.Lock()
+	n.cqs[cq] = struct{}{}
+	n.mu.Unlock()
+	return cq, nil
+}
+
+// qp returns the node's QP with the given number, or nil.
+func (n *Node) qp(qpn uint32) *QP { return (*n.qps.Load())[qpn] }
+
+func (n *Node) addQP(q *QP) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := *n.qps.Load()
+	m := make(map[uint32]*QP, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	for {
+		n.nextQPN = (n.nextQPN + 1) & 0xffffff
+		if _, used := m[n.nextQPN]; !used && n.nextQPN != 0 {
+			break
+		}
+	}
+	q.qpn = n.nextQPN
+	m[q.qpn] = q
+	n.qps.Store(&m)
+}
+
+func (n *Node) removeQP(q *QP) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := *n.qps.Load()
+	m := make(map[uint32]*QP, len(old))
+	for k, v := range old {
+		if v != q {
+			m[k] = v
+		}
+	}
+	n.qps.Store(&m)
+}
+
+// Close implements verbs.Device: every QP moves to ERROR (flushing its
+// work requests), CQ waiters are woken, and later calls fail with
+// ErrClosed. Memory regions are unmapped.
+func (n *Node) Close() error {
+	if !n.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	for _, q := range *n.qps.Load() {
+		q.Destroy()
+	}
+	n.mu.Lock()
+	cqs := make([]*CQ, 0, len(n.cqs))
+	for cq := range n.cqs {
+		cqs = append(cqs, cq)
+	}
+	n.mu.Unlock()
+	for _, cq := range cqs {
+		cq.close()
+	}
+	var mrs []*MR
+	for _, m := range *n.keys.rkeys.Load() {
+		mrs = append(mrs, m)
+	}
+	for _, m := range mrs {
+		m.Deregister()
+	}
+	if n.onClose != nil {
+		n.onClose()
+	}
+	return nil
+}
+
+// Crash simulates the node dying: its QPs move to ERROR (flushing into its
+// CQs, which stay pollable) without anything being freed. Peers learn of it
+// from their Network's Route.
+func (n *Node) Crash() {
+	for _, q := range *n.qps.Load() {
+		q.toError()
+	}
+}

@@ -1,0 +1,185 @@
+package nic
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// PostSend implements verbs.QP. Each request runs at once on the caller's
+// goroutine unless it must wait (RNR, a delayed or blocked path) or an
+// earlier request of the QP is still waiting; then it joins the QP's
+// deferred queue, drained in order by a background goroutine.
+func (q *QP) PostSend(wrs []verbs.SendWR) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if s := q.State(); s != verbs.StateRTS && s != verbs.StateError {
+		return &verbs.PostError{Err: fmt.Errorf("%w: post send in %v", verbs.ErrInvalidState, s)}
+	}
+	for i := range wrs {
+		wr := &wrs[i]
+		if err := q.validate(wr); err != nil {
+			return &verbs.PostError{Index: i, Err: err}
+		}
+		if q.posted-q.reaped.Load() >= uint64(q.cap.MaxSendWR) {
+			return &verbs.PostError{Index: i, Err: verbs.ErrQueueFull}
+		}
+		q.posted++
+		seq := q.posted
+		if q.State() == verbs.StateError {
+			q.completeLocked(wr, seq, verbs.StatusWRFlushErr, 0)
+			continue
+		}
+		r := q.route(wr)
+		if q.sq.len() > 0 || r.State != PathUp || r.Delay > 0 {
+			q.deferLocked(wr, seq, 2*r.Delay)
+			continue
+		}
+		st, n, rnr := q.execute(wr, nil)
+		if rnr {
+			if q.rnrRetry == 0 {
+				q.completeLocked(wr, seq, verbs.StatusRNRRetryExcErr, 0)
+				continue
+			}
+			e := q.deferLocked(wr, seq, q.minRNR)
+			if e.rnrLeft > 0 {
+				e.rnrLeft--
+			}
+			continue
+		}
+		q.completeLocked(wr, seq, st, n)
+	}
+	return nil
+}
+
+// validate checks a request's structure at post time.
+func (q *QP) validate(wr *verbs.SendWR) error {
+	if err := verbs.ValidateSend(wr, &q.limits); err != nil {
+		return err
+	}
+	if q.typ == verbs.UD {
+		ah, ok := wr.AH.(*AH)
+		if !ok || ah == nil || ah.pd != q.pd {
+			return fmt.Errorf("%w: address handle of another device or PD", verbs.ErrInvalidArg)
+		}
+	}
+	return nil
+}
+
+// route is the path a request takes now.
+func (q *QP) route(wr *verbs.SendWR) Route {
+	var to *Node
+	if q.typ == verbs.UD {
+		to = wr.AH.(*AH).dest
+	} else {
+		to = q.dest
+	}
+	if q.node.net == nil {
+		return Route{}
+	}
+	return q.node.net.Route(q.node, to)
+}
+
+// deferLocked appends a request to the deferred queue, due after delay,
+// and makes sure a drain goroutine runs.
+func (q *QP) deferLocked(wr *verbs.SendWR, seq uint64, delay time.Duration) *sqEntry {
+	e, inl := q.sq.push(wr)
+	e.seq = seq
+	e.start = now()
+	e.due = e.start + delay
+	e.rnrLeft = q.rnrRetry
+	if wr.Flags&verbs.FlagInline != 0 {
+		n, st := q.resolveLocal(wr.SGL, false)
+		if st != verbs.StatusSuccess {
+			e.pre = st
+		} else {
+			e.inline = inl[:gather(inl, q.lbuf[:n])]
+			q.releaseLocal(n)
+		}
+	}
+	if !q.running {
+		q.running = true
+		go q.drain()
+	}
+	return e
+}
+
+// drain executes the deferred queue in order until it is empty.
+func (q *QP) drain() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		s := q.State()
+		if q.sq.len() == 0 || (s != verbs.StateRTS && s != verbs.StateError) {
+			q.running = false
+			return
+		}
+		e := q.sq.front()
+		t := now()
+		if e.due > t {
+			q.mu.Unlock()
+			time.Sleep(e.due - t)
+			q.mu.Lock()
+			continue
+		}
+		st, n, done := q.attempt(e, t)
+		if !done {
+			continue
+		}
+		wr := e.wr // copy: popping the entry frees its slot
+		q.sq.pop()
+		q.completeLocked(&wr, e.seq, st, n)
+	}
+}
+
+// attempt tries a deferred request once. It returns done=false with e.due
+// moved forward when the request must wait again.
+func (q *QP) attempt(e *sqEntry, t time.Duration) (verbs.Status, uint32, bool) {
+	if e.pre != verbs.StatusSuccess {
+		return e.pre, 0, true
+	}
+	r := q.route(&e.wr)
+	switch r.State {
+	case PathDead:
+		if q.typ == verbs.UD {
+			return verbs.StatusSuccess, 0, true // datagrams to nowhere vanish
+		}
+		return verbs.StatusRetryExcErr, 0, true
+	case PathBlocked:
+		if q.typ == verbs.UD {
+			return verbs.StatusSuccess, 0, true
+		}
+		if t-e.start >= q.retryBudget {
+			return verbs.StatusRetryExcErr, 0, true
+		}
+		e.due = t + min(q.retryBudget/32+time.Microsecond, time.Millisecond)
+		return 0, 0, false
+	}
+	st, n, rnr := q.execute(&e.wr, e.inline)
+	if !rnr {
+		return st, n, true
+	}
+	if e.rnrLeft == 0 {
+		return verbs.StatusRNRRetryExcErr, 0, true
+	}
+	if e.rnrLeft > 0 {
+		e.rnrLeft--
+	}
+	e.due = t + q.minRNR
+	return 0, 0, false
+}
+
+// completeLocked generates the requester's completion: always for errors,
+// for successes only when signaled. An error, or a completion lost to a
+// full CQ, moves the QP to ERROR.
+func (q *QP) completeLocked(wr *verbs.SendWR, seq uint64, st verbs.Status, n uint32) {
+	if st == verbs.StatusSuccess && wr.Flags&verbs.FlagSignaled == 0 && !q.sigAll {
+		return
+	}
+	wc := verbs.WC{ID: wr.ID, Status: st, Opcode: verbs.WCOpcodeOf(wr.Opcode), ByteLen: n, QPN: q.qpn}
+	ok := q.sendCQ.push(&wc, q, seq, false)
+	if (!ok || st != verbs.StatusSuccess) && q.State() != verbs.StateError {
+		q.errorLocked()
+	}
+}

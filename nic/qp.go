@@ -1,0 +1,347 @@
+package nic
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// maxSGE bounds scatter/gather lists on every software node; it sizes the
+// per-QP scratch arrays that keep the execution path allocation-free.
+const maxSGE = 16
+
+// QP is a queue pair; it implements verbs.QP.
+//
+// Lock order: QP.mu, then a receive queue's mu (own, an SRQ's, or a
+// responder QP's), then a CQ's mu. Fields read by responders (state,
+// access, qkey) are atomics so a responder never takes a foreign QP's mu.
+type QP struct {
+	node   *Node
+	pd     *PD
+	typ    verbs.QPType
+	qpn    uint32
+	sendCQ *CQ
+	recvCQ *CQ
+	srq    *SRQ
+	rq     recvQueue
+	cap    verbs.QPCap
+	sigAll bool
+	limits verbs.Limits
+
+	state  atomic.Uint32
+	access atomic.Uint32
+	qkey   atomic.Uint32
+
+	mu          sync.Mutex // send side, attributes and the deferred queue
+	dest        *Node
+	destQPN     uint32
+	destQP      *QP
+	rnrRetry    int // -1 forever
+	minRNR      time.Duration
+	retryBudget time.Duration
+
+	posted uint64        // send sequence number of the last posted request
+	reaped atomic.Uint64 // sequence number of the last request whose completion was polled
+
+	sq      sendQueue
+	running bool // a drain goroutine owns the deferred queue
+
+	// scratch for resolving scatter/gather lists without allocating;
+	// guarded by mu.
+	lbuf [maxSGE][]byte
+	lmr  [maxSGE]*MR
+	rbuf [maxSGE][]byte
+	rmr  [maxSGE]*MR
+}
+
+var _ verbs.QP = (*QP)(nil)
+
+// CreateQP implements verbs.PD.
+func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
+	if err := pd.usable(); err != nil {
+		return nil, err
+	}
+	n := pd.node
+	if a.Type != verbs.RC && a.Type != verbs.UD {
+		return nil, fmt.Errorf("%w: QP type %v", verbs.ErrNotSupported, a.Type)
+	}
+	scq, ok1 := a.SendCQ.(*CQ)
+	rcq, ok2 := a.RecvCQ.(*CQ)
+	if !ok1 || !ok2 || scq == nil || rcq == nil || scq.node != n || rcq.node != n {
+		return nil, fmt.Errorf("%w: send and receive CQs must be CQs of this device", verbs.ErrInvalidArg)
+	}
+	var srq *SRQ
+	if a.SRQ != nil {
+		s, ok := a.SRQ.(*SRQ)
+		if !ok || s.pd != pd {
+			return nil, fmt.Errorf("%w: SRQ of another device or PD", verbs.ErrInvalidArg)
+		}
+		srq = s
+	}
+	c := a.Cap
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxSendWR, verbs.DefaultMaxWR)
+	def(&c.MaxRecvWR, verbs.DefaultMaxWR)
+	def(&c.MaxSendSGE, verbs.DefaultMaxSGE)
+	def(&c.MaxRecvSGE, verbs.DefaultMaxSGE)
+	if c.MaxInlineData == 0 {
+		c.MaxInlineData = verbs.DefaultMaxInlineData
+	}
+	at := n.attr
+	if c.MaxSendWR < 0 || c.MaxSendWR > at.MaxQPWR || c.MaxRecvWR < 0 || c.MaxRecvWR > at.MaxQPWR ||
+		c.MaxSendSGE < 0 || c.MaxSendSGE > min(at.MaxSGE, maxSGE) || c.MaxRecvSGE < 0 || c.MaxRecvSGE > min(at.MaxSGE, maxSGE) ||
+		c.MaxInlineData < 0 || c.MaxInlineData > at.MaxInlineData {
+		return nil, fmt.Errorf("%w: QP capabilities %+v exceed the device's", verbs.ErrInvalidArg, c)
+	}
+	q := &QP{
+		node:   n,
+		pd:     pd,
+		typ:    a.Type,
+		sendCQ: scq,
+		recvCQ: rcq,
+		srq:    srq,
+		cap:    c,
+		sigAll: a.SignalAll,
+		limits: verbs.Limits{
+			Type:              a.Type,
+			MaxSGE:            c.MaxSendSGE,
+			MaxInlineData:     c.MaxInlineData,
+			MTU:               at.MTU,
+			MaskedAtomicSizes: at.MaskedAtomicSizes,
+		},
+		rnrRetry:    verbs.DefaultRNRRetry,
+		minRNR:      verbs.DefaultMinRNRTimer,
+		retryBudget: verbs.RetryBudget(0, 0),
+	}
+	if srq == nil {
+		q.rq.init(max(c.MaxRecvWR, 1), max(c.MaxRecvSGE, 1))
+	} else {
+		srq.rq.mu.Lock()
+		if srq.dead {
+			srq.rq.mu.Unlock()
+			return nil, fmt.Errorf("%w: SRQ destroyed", verbs.ErrInvalidState)
+		}
+		srq.users++
+		srq.rq.mu.Unlock()
+	}
+	q.sq.init(max(c.MaxSendWR, 1), max(c.MaxSendSGE, 1), c.MaxInlineData)
+	scq.users.Add(1)
+	rcq.users.Add(1)
+	pd.qps.Add(1)
+	n.addQP(q)
+	return q, nil
+}
+
+// QPN implements verbs.QP.
+func (q *QP) QPN() uint32 { return q.qpn }
+
+// Type implements verbs.QP.
+func (q *QP) Type() verbs.QPType { return q.typ }
+
+// State implements verbs.QP.
+func (q *QP) State() verbs.QPState { return verbs.QPState(q.state.Load()) }
+
+// Cap returns the QP's capabilities after defaults.
+func (q *QP) Cap() verbs.QPCap { return q.cap }
+
+// Outstanding returns how many send work requests occupy send-queue slots:
+// posted and not yet freed by polling a later completion.
+func (q *QP) Outstanding() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return int(q.posted - q.reaped.Load())
+}
+
+// reap frees the send-queue slots up to seq; called by CQ.Poll.
+func (q *QP) reap(seq uint64) {
+	for {
+		r := q.reaped.Load()
+		if seq <= r || q.reaped.CompareAndSwap(r, seq) {
+			return
+		}
+	}
+}
+
+// Modify implements verbs.QP.
+func (q *QP) Modify(a verbs.QPAttr) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.node.closed.Load() {
+		return verbs.ErrClosed
+	}
+	cur := q.State()
+	if !verbs.ValidTransition(cur, a.State) {
+		return fmt.Errorf("%w: %v → %v", verbs.ErrInvalidTransition, cur, a.State)
+	}
+	switch a.State {
+	case verbs.StateReset:
+		q.resetLocked()
+		return nil
+	case verbs.StateError:
+		q.errorLocked()
+		return nil
+	case verbs.StateInit:
+		if a.Access&^(verbs.AccessRemoteRead|verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic|verbs.AccessLocalWrite) != 0 {
+			return fmt.Errorf("%w: QP access %v", verbs.ErrInvalidArg, a.Access)
+		}
+		q.access.Store(uint32(a.Access))
+		q.qkey.Store(a.QKey)
+	case verbs.StateRTR:
+		if q.typ == verbs.RC {
+			if q.node.net == nil {
+				return fmt.Errorf("%w: node has no network", verbs.ErrInvalidState)
+			}
+			d := q.node.net.Lookup(a.Dest)
+			if d == nil {
+				return fmt.Errorf("%w: no device at %q", verbs.ErrInvalidArg, a.Dest)
+			}
+			if a.DestQPN == 0 || a.DestQPN > 0xffffff {
+				return fmt.Errorf("%w: destination QPN %d", verbs.ErrInvalidArg, a.DestQPN)
+			}
+			q.dest, q.destQPN, q.destQP = d, a.DestQPN, nil
+		}
+		if a.MinRNRTimer > 0 {
+			q.minRNR = a.MinRNRTimer
+		}
+	case verbs.StateRTS:
+		switch {
+		case a.RNRRetry == verbs.NoRNRRetry:
+			q.rnrRetry = 0
+		case a.RNRRetry >= verbs.InfiniteRNRRetry:
+			q.rnrRetry = -1
+		case a.RNRRetry > 0:
+			q.rnrRetry = a.RNRRetry
+		case a.RNRRetry < 0:
+			return fmt.Errorf("%w: RNR retry %d", verbs.ErrInvalidArg, a.RNRRetry)
+		case cur != verbs.StateRTS:
+			q.rnrRetry = verbs.DefaultRNRRetry
+		}
+		if a.Timeout > 0 || a.RetryCount > 0 || cur != verbs.StateRTS {
+			q.retryBudget = verbs.RetryBudget(a.Timeout, a.RetryCount)
+		}
+	}
+	q.state.Store(uint32(a.State))
+	return nil
+}
+
+// resetLocked discards every queued request without completions.
+func (q *QP) resetLocked() {
+	q.state.Store(uint32(verbs.StateReset))
+	q.sq.clear()
+	q.posted = 0
+	q.reaped.Store(0)
+	if q.srq == nil {
+		q.rq.mu.Lock()
+		q.rq.head = q.rq.tail
+		q.rq.mu.Unlock()
+	}
+	q.access.Store(0)
+	q.dest, q.destQP, q.destQPN = nil, nil, 0
+}
+
+// errorLocked moves the QP to ERROR and flushes the deferred send requests
+// and the QP's own receives with StatusWRFlushErr completions.
+func (q *QP) errorLocked() {
+	q.state.Store(uint32(verbs.StateError))
+	for q.sq.len() > 0 {
+		e := q.sq.front()
+		q.completeLocked(&e.wr, e.seq, verbs.StatusWRFlushErr, 0)
+		q.sq.pop()
+	}
+	if q.srq != nil {
+		return
+	}
+	q.rq.mu.Lock()
+	for {
+		id, _, ok := q.rq.peek()
+		if !ok {
+			break
+		}
+		q.rq.pop()
+		wc := verbs.WC{ID: id, Status: verbs.StatusWRFlushErr, Opcode: verbs.WCRecv, QPN: q.qpn}
+		q.recvCQ.push(&wc, nil, 0, false)
+	}
+	q.rq.mu.Unlock()
+}
+
+// toError moves the QP to ERROR from outside its lock: the state changes
+// at once; the flush runs on its own goroutine because the caller may hold
+// locks that come after q.mu in the lock order.
+func (q *QP) toError() {
+	for {
+		s := q.state.Load()
+		if s == uint32(verbs.StateError) || s == uint32(verbs.StateReset) {
+			return
+		}
+		if q.state.CompareAndSwap(s, uint32(verbs.StateError)) {
+			break
+		}
+	}
+	go func() {
+		q.mu.Lock()
+		if q.State() == verbs.StateError {
+			q.errorLocked()
+		}
+		q.mu.Unlock()
+	}()
+}
+
+// PostRecv implements verbs.QP.
+func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
+	if q.srq != nil {
+		return &verbs.PostError{Err: fmt.Errorf("%w: QP uses an SRQ", verbs.ErrInvalidArg)}
+	}
+	s := q.State()
+	if s == verbs.StateReset {
+		return &verbs.PostError{Err: fmt.Errorf("%w: post receive in %v", verbs.ErrInvalidState, s)}
+	}
+	if s == verbs.StateError {
+		// ibverbs completes receives posted in ERROR with a flush error.
+		for i := range wrs {
+			if err := verbs.ValidateRecv(&wrs[i], q.rq.maxSGE); err != nil {
+				return &verbs.PostError{Index: i, Err: err}
+			}
+			wc := verbs.WC{ID: wrs[i].ID, Status: verbs.StatusWRFlushErr, Opcode: verbs.WCRecv, QPN: q.qpn}
+			q.recvCQ.push(&wc, nil, 0, false)
+		}
+		return nil
+	}
+	q.rq.mu.Lock()
+	err := q.rq.post(wrs)
+	q.rq.mu.Unlock()
+	return err
+}
+
+// Destroy implements verbs.QP: queued requests are discarded without
+// completions, as in ibverbs.
+func (q *QP) Destroy() error {
+	q.mu.Lock()
+	if q.state.Load() == uint32(stateDestroyed) {
+		q.mu.Unlock()
+		return fmt.Errorf("%w: QP already destroyed", verbs.ErrInvalidState)
+	}
+	q.resetLocked()
+	q.state.Store(uint32(stateDestroyed))
+	q.mu.Unlock()
+	q.node.removeQP(q)
+	q.sendCQ.users.Add(-1)
+	q.recvCQ.users.Add(-1)
+	if q.srq != nil {
+		q.srq.rq.mu.Lock()
+		q.srq.users--
+		q.srq.rq.mu.Unlock()
+	}
+	q.pd.qps.Add(-1)
+	return nil
+}
+
+// stateDestroyed marks a destroyed QP; it is not a verbs state, so every
+// check for a usable state fails.
+const stateDestroyed = 255

@@ -1,0 +1,200 @@
+package verbs
+
+import "fmt"
+
+// Opcode is the operation of a send work request.
+type Opcode uint8
+
+// Send work-request opcodes. The names follow ibverbs' IBV_WR_*.
+const (
+	// OpSend sends the gathered bytes; the responder consumes a posted
+	// receive and gets a completion with WCRecv.
+	OpSend Opcode = iota + 1
+	// OpSendWithImm is OpSend with a 32-bit immediate delivered in the
+	// responder's completion.
+	OpSendWithImm
+	// OpWrite writes the gathered bytes to RemoteAddr under RKey.
+	OpWrite
+	// OpWriteWithImm writes like OpWrite and then consumes a posted receive
+	// at the responder, which gets a WCRecvRDMAWithImm completion carrying
+	// Imm and the written length.
+	OpWriteWithImm
+	// OpRead reads Length bytes from RemoteAddr under RKey into the local
+	// scatter list.
+	OpRead
+	// OpAtomicCmpAndSwp is the 8-byte compare-and-swap: if the 8 bytes at
+	// RemoteAddr equal Atomic.Compare[0] they are replaced by
+	// Atomic.Swap[0]; the original value is written to the local SGE (8
+	// bytes).
+	OpAtomicCmpAndSwp
+	// OpAtomicFetchAndAdd adds Atomic.Swap[0] to the 8 bytes at RemoteAddr
+	// and returns the original value in the local SGE (8 bytes).
+	OpAtomicFetchAndAdd
+	// OpMaskedCmpAndSwp is the extended compare-and-swap of Atomic.Size (8,
+	// 16 or 32) bytes with separate compare and swap masks and a compare
+	// operator; see AtomicArgs.
+	OpMaskedCmpAndSwp
+	// OpMaskedFetchAndAdd is the extended fetch-and-add of Atomic.Size (8,
+	// 16 or 32) bytes of independent fields whose boundaries are given by
+	// Atomic.SwapMask; see AtomicArgs.
+	OpMaskedFetchAndAdd
+
+	numOpcodes
+)
+
+// Opcode values from 32 to 63 are reserved for PRISM's extended operations
+// (ALLOCATE); they are rejected with ErrNotSupported by providers that do
+// not implement them.
+
+var opcodeNames = [...]string{
+	OpSend:              "SEND",
+	OpSendWithImm:       "SEND_WITH_IMM",
+	OpWrite:             "RDMA_WRITE",
+	OpWriteWithImm:      "RDMA_WRITE_WITH_IMM",
+	OpRead:              "RDMA_READ",
+	OpAtomicCmpAndSwp:   "ATOMIC_CMP_AND_SWP",
+	OpAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD",
+	OpMaskedCmpAndSwp:   "MASKED_ATOMIC_CMP_AND_SWP",
+	OpMaskedFetchAndAdd: "MASKED_ATOMIC_FETCH_AND_ADD",
+}
+
+// String returns the ibverbs-style name, e.g. "RDMA_READ".
+func (o Opcode) String() string {
+	if o > 0 && o < numOpcodes {
+		return opcodeNames[o]
+	}
+	return fmt.Sprintf("Opcode(%d)", uint8(o))
+}
+
+// IsAtomic reports whether o is one of the atomic opcodes.
+func (o Opcode) IsAtomic() bool {
+	switch o {
+	case OpAtomicCmpAndSwp, OpAtomicFetchAndAdd, OpMaskedCmpAndSwp, OpMaskedFetchAndAdd:
+		return true
+	}
+	return false
+}
+
+// IsOneSided reports whether o is executed at the responder without a
+// posted receive (READ, WRITE, atomics). OpWriteWithImm is one-sided for
+// its data but also consumes a receive.
+func (o Opcode) IsOneSided() bool {
+	return o == OpWrite || o == OpWriteWithImm || o == OpRead || o.IsAtomic()
+}
+
+// HasImm reports whether o carries an immediate value.
+func (o Opcode) HasImm() bool { return o == OpSendWithImm || o == OpWriteWithImm }
+
+// WCOpcode is the operation reported by a work completion.
+type WCOpcode uint8
+
+// Work-completion opcodes (ibverbs' IBV_WC_*).
+const (
+	WCSend WCOpcode = iota + 1 // a SEND or SEND_WITH_IMM completed at the requester
+	WCWrite                    // an RDMA_WRITE or RDMA_WRITE_WITH_IMM completed at the requester
+	WCRead                     // an RDMA_READ completed
+	WCCompSwap                 // an ATOMIC_CMP_AND_SWP completed
+	WCFetchAdd                 // an ATOMIC_FETCH_AND_ADD completed
+	WCMaskedCompSwap           // a MASKED_ATOMIC_CMP_AND_SWP completed
+	WCMaskedFetchAdd           // a MASKED_ATOMIC_FETCH_AND_ADD completed
+	WCRecv                     // a receive consumed by a SEND or SEND_WITH_IMM
+	WCRecvRDMAWithImm          // a receive consumed by an RDMA_WRITE_WITH_IMM
+	numWCOpcodes
+)
+
+var wcOpcodeNames = [...]string{
+	WCSend:            "SEND",
+	WCWrite:           "RDMA_WRITE",
+	WCRead:            "RDMA_READ",
+	WCCompSwap:        "COMP_SWAP",
+	WCFetchAdd:        "FETCH_ADD",
+	WCMaskedCompSwap:  "MASKED_COMP_SWAP",
+	WCMaskedFetchAdd:  "MASKED_FETCH_ADD",
+	WCRecv:            "RECV",
+	WCRecvRDMAWithImm: "RECV_RDMA_WITH_IMM",
+}
+
+// String returns the ibverbs-style name.
+func (o WCOpcode) String() string {
+	if o > 0 && o < numWCOpcodes {
+		return wcOpcodeNames[o]
+	}
+	return fmt.Sprintf("WCOpcode(%d)", uint8(o))
+}
+
+// WCOpcodeOf returns the completion opcode a requester sees for a send
+// work request with opcode o.
+func WCOpcodeOf(o Opcode) WCOpcode {
+	switch o {
+	case OpSend, OpSendWithImm:
+		return WCSend
+	case OpWrite, OpWriteWithImm:
+		return WCWrite
+	case OpRead:
+		return WCRead
+	case OpAtomicCmpAndSwp:
+		return WCCompSwap
+	case OpAtomicFetchAndAdd:
+		return WCFetchAdd
+	case OpMaskedCmpAndSwp:
+		return WCMaskedCompSwap
+	case OpMaskedFetchAndAdd:
+		return WCMaskedFetchAdd
+	}
+	return 0
+}
+
+// SendFlags modify a send work request.
+type SendFlags uint32
+
+// Send flags (ibverbs' IBV_SEND_*). Bits 8–15 are reserved for PRISM's
+// flags (INDIRECT, INDIRECT_ARG, BOUNDED, CONDITIONAL, REDIRECT); providers
+// that do not implement them reject them with ErrNotSupported.
+const (
+	// FlagSignaled asks for a completion on success. Errors always
+	// complete, signaled or not.
+	FlagSignaled SendFlags = 1 << iota
+	// FlagInline copies the payload into the work request at post time:
+	// the buffer may be reused as soon as PostSend returns and no lkey is
+	// needed. Limited to the QP's MaxInlineData bytes; SEND and WRITE only.
+	FlagInline
+	// FlagFence waits until every prior READ and atomic of this QP has
+	// completed before the work request starts.
+	FlagFence
+	// FlagSolicited sets the solicited-event bit: a responder CQ armed with
+	// ReqNotify(true) is woken by this SEND or WRITE_WITH_IMM.
+	FlagSolicited
+
+	// flagsKnown is the set of flags defined by this package.
+	flagsKnown = FlagSignaled | FlagInline | FlagFence | FlagSolicited
+	// FlagsPRISM is the bit range reserved for PRISM's flags.
+	FlagsPRISM SendFlags = 0xff00
+)
+
+// String lists the set flags, e.g. "SIGNALED|INLINE".
+func (f SendFlags) String() string {
+	if f == 0 {
+		return "0"
+	}
+	s := ""
+	add := func(b SendFlags, name string) {
+		if f&b != 0 {
+			if s != "" {
+				s += "|"
+			}
+			s += name
+			f &^= b
+		}
+	}
+	add(FlagSignaled, "SIGNALED")
+	add(FlagInline, "INLINE")
+	add(FlagFence, "FENCE")
+	add(FlagSolicited, "SOLICITED")
+	if f != 0 {
+		if s != "" {
+			s += "|"
+		}
+		s += fmt.Sprintf("%#x", uint32(f))
+	}
+	return s
+}
