@@ -223,10 +223,10 @@ func (q *QP) recvQueue() *recvQueue {
 type deliverResult uint8
 
 const (
-	delivered deliverResult = iota
-	noReceive               // no receive posted: RNR on RC, a drop on UD
-	recvLenErr              // the receive was too small; it completed with LOC_LEN_ERR
-	recvProtErr             // the receive's scatter list was bad; it completed with LOC_PROT_ERR
+	delivered   deliverResult = iota
+	noReceive                 // no receive posted: RNR on RC, a drop on UD
+	recvLenErr                // the receive was too small; it completed with LOC_LEN_ERR
+	recvProtErr               // the receive's scatter list was bad; it completed with LOC_PROT_ERR
 )
 
 // deliver puts a message (the q.lbuf[:nbuf] payload of total bytes) into

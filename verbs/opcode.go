@@ -90,15 +90,15 @@ type WCOpcode uint8
 
 // Work-completion opcodes (ibverbs' IBV_WC_*).
 const (
-	WCSend WCOpcode = iota + 1 // a SEND or SEND_WITH_IMM completed at the requester
-	WCWrite                    // an RDMA_WRITE or RDMA_WRITE_WITH_IMM completed at the requester
-	WCRead                     // an RDMA_READ completed
-	WCCompSwap                 // an ATOMIC_CMP_AND_SWP completed
-	WCFetchAdd                 // an ATOMIC_FETCH_AND_ADD completed
-	WCMaskedCompSwap           // a MASKED_ATOMIC_CMP_AND_SWP completed
-	WCMaskedFetchAdd           // a MASKED_ATOMIC_FETCH_AND_ADD completed
-	WCRecv                     // a receive consumed by a SEND or SEND_WITH_IMM
-	WCRecvRDMAWithImm          // a receive consumed by an RDMA_WRITE_WITH_IMM
+	WCSend            WCOpcode = iota + 1 // a SEND or SEND_WITH_IMM completed at the requester
+	WCWrite                               // an RDMA_WRITE or RDMA_WRITE_WITH_IMM completed at the requester
+	WCRead                                // an RDMA_READ completed
+	WCCompSwap                            // an ATOMIC_CMP_AND_SWP completed
+	WCFetchAdd                            // an ATOMIC_FETCH_AND_ADD completed
+	WCMaskedCompSwap                      // a MASKED_ATOMIC_CMP_AND_SWP completed
+	WCMaskedFetchAdd                      // a MASKED_ATOMIC_FETCH_AND_ADD completed
+	WCRecv                                // a receive consumed by a SEND or SEND_WITH_IMM
+	WCRecvRDMAWithImm                     // a receive consumed by an RDMA_WRITE_WITH_IMM
 	numWCOpcodes
 )
 

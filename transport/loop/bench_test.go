@@ -59,7 +59,7 @@ func (p *pair) wr(op verbs.Opcode, n uint32) []verbs.SendWR {
 		ID: 1, Opcode: op, Flags: verbs.FlagSignaled,
 		SGL:        []verbs.SGE{{Addr: p.local.Addr(), Length: n, LKey: p.local.LKey()}},
 		RemoteAddr: p.peer.Addr(), RKey: p.peer.RKey(),
-		Atomic:     verbs.AtomicArgs{Compare: [4]uint64{0}, Swap: [4]uint64{0}},
+		Atomic: verbs.AtomicArgs{Compare: [4]uint64{0}, Swap: [4]uint64{0}},
 	}}
 }
 
