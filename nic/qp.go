@@ -235,8 +235,10 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 func (q *QP) resetLocked() {
 	q.state.Store(uint32(verbs.StateReset))
 	q.sq.clear()
-	q.posted = 0
-	q.reaped.Store(0)
+	// Every slot is free again. The counters keep running rather than
+	// restart at zero, so completions of the old life still in a CQ cannot
+	// free slots of the new one.
+	q.reap(q.posted)
 	if q.srq == nil {
 		q.rq.mu.Lock()
 		q.rq.head = q.rq.tail

@@ -14,9 +14,11 @@ var pairSeq atomic.Int64
 // pair is two connected RC QPs on two nodes of a fresh fabric, with a
 // 4 KiB region on each side.
 type pair struct {
-	cq          verbs.CQ
-	qp          verbs.QP
-	local, peer verbs.MR
+	cq           verbs.CQ
+	qp           verbs.QP
+	local, peer  verbs.MR
+	dev, peerDev verbs.Device
+	pd, peerPD   verbs.PD
 }
 
 func newPair(tb testing.TB) *pair {
@@ -51,7 +53,7 @@ func newPair(tb testing.TB) *pair {
 	must(err)
 	lb, err := pb.AllocMR(4096, verbs.AccessAll)
 	must(err)
-	return &pair{cq: cqa, qp: qa, local: la, peer: lb}
+	return &pair{cq: cqa, qp: qa, local: la, peer: lb, dev: a, peerDev: b, pd: pa, peerPD: pb}
 }
 
 func (p *pair) wr(op verbs.Opcode, n uint32) []verbs.SendWR {
