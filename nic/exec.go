@@ -42,8 +42,11 @@ func receiving(dq *QP) bool {
 
 // resolveLocal resolves a local scatter list into q.lbuf and q.lmr,
 // acquiring each region. dst says the memory is written (needs
-// AccessLocalWrite). Zero-length entries are skipped.
-func (q *QP) resolveLocal(sgl []verbs.SGE, dst bool) (int, verbs.Status) {
+// AccessLocalWrite). inline says the list is an INLINE payload, which
+// needs no lkey: an entry whose lkey names no region of the QP's PD is
+// looked up by address among the PD's regions. Zero-length entries are
+// skipped.
+func (q *QP) resolveLocal(sgl []verbs.SGE, dst, inline bool) (int, verbs.Status) {
 	n := 0
 	for i := range sgl {
 		s := &sgl[i]
@@ -51,6 +54,9 @@ func (q *QP) resolveLocal(sgl []verbs.SGE, dst bool) (int, verbs.Status) {
 			continue
 		}
 		m := q.node.keys.local(s.LKey)
+		if inline && (m == nil || m.pd != q.pd) {
+			m = q.node.keys.containing(q.pd, s.Addr, uint64(s.Length))
+		}
 		if m == nil || m.pd != q.pd || (dst && m.access&verbs.AccessLocalWrite == 0) || !m.acquire() {
 			q.releaseLocal(n)
 			return 0, verbs.StatusLocProtErr
@@ -81,7 +87,7 @@ func (q *QP) payload(wr *verbs.SendWR, inline []byte) (nbuf, nref int, total uin
 		q.lbuf[0] = inline
 		return 1, 0, uint64(len(inline)), verbs.StatusSuccess
 	}
-	n, st := q.resolveLocal(wr.SGL, false)
+	n, st := q.resolveLocal(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
 	if st != verbs.StatusSuccess {
 		return 0, 0, 0, st
 	}
@@ -110,7 +116,7 @@ func resolveRemote(dq *QP, rkey uint32, addr, n uint64, need verbs.Access) (*MR,
 }
 
 func (q *QP) execRead(wr *verbs.SendWR, dq *QP) (verbs.Status, uint32, bool) {
-	n, st := q.resolveLocal(wr.SGL, true)
+	n, st := q.resolveLocal(wr.SGL, true, false)
 	if st != verbs.StatusSuccess {
 		return st, 0, false
 	}
@@ -186,7 +192,7 @@ func (q *QP) execAtomic(wr *verbs.SendWR, dq *QP) (verbs.Status, uint32, bool) {
 	if wr.Opcode == verbs.OpMaskedCmpAndSwp || wr.Opcode == verbs.OpMaskedFetchAndAdd {
 		size = uint64(wr.Atomic.Size)
 	}
-	n, st := q.resolveLocal(wr.SGL, true)
+	n, st := q.resolveLocal(wr.SGL, true, false)
 	if st != verbs.StatusSuccess {
 		return st, 0, false
 	}

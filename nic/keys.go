@@ -98,3 +98,21 @@ func (t *keyTable) local(lkey uint32) *MR {
 func (t *keyTable) remote(rkey uint32) *MR {
 	return (*t.rkeys.Load())[rkey]
 }
+
+// containing returns a region of pd that holds the n bytes at addr, or
+// nil. INLINE payloads name their memory by address alone; the search is
+// linear, so it is only the fallback when an inline entry's lkey does not
+// resolve.
+func (t *keyTable) containing(pd *PD, addr, n uint64) *MR {
+	for _, m := range *t.lkeys.Load() {
+		if m == nil || m.pd != pd || !m.acquire() {
+			continue
+		}
+		_, ok := m.slice(addr, n)
+		m.release()
+		if ok {
+			return m
+		}
+	}
+	return nil
+}

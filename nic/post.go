@@ -90,7 +90,7 @@ func (q *QP) deferLocked(wr *verbs.SendWR, seq uint64, delay time.Duration) *sqE
 	e.due = e.start + delay
 	e.rnrLeft = q.rnrRetry
 	if wr.Flags&verbs.FlagInline != 0 {
-		n, st := q.resolveLocal(wr.SGL, false)
+		n, st := q.resolveLocal(wr.SGL, false, true)
 		if st != verbs.StatusSuccess {
 			e.pre = st
 		} else {

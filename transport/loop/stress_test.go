@@ -36,7 +36,7 @@ func TestDeregisterUnderLoad(t *testing.T) {
 					ID: uint64(i), Opcode: ops[(i+w)%len(ops)], Flags: verbs.FlagSignaled,
 					SGL:        []verbs.SGE{{Addr: p.local.Addr() + uint64(w*64), Length: 8, LKey: p.local.LKey()}},
 					RemoteAddr: target.Addr() + uint64(w*64), RKey: target.RKey(),
-					Atomic:     verbs.AtomicArgs{Swap: [4]uint64{1}},
+					Atomic: verbs.AtomicArgs{Swap: [4]uint64{1}},
 				}}
 				if err := q.qp.PostSend(wr); err != nil {
 					errs <- err
