@@ -27,11 +27,13 @@ var (
 	PollEvent = PollPolicy{Park: true}
 )
 
-// String describes the policy, e.g. "spin=64,yield=256,park".
+// String names the policy: "adaptive", "busy" or "event" for the
+// predefined ones (ParsePollPolicy reads them back), else the parameters,
+// e.g. "spin=10,yield=5,park".
 func (p PollPolicy) String() string {
 	switch p {
 	case PollAdaptive:
-		return "adaptive(spin=64,yield=256,park)"
+		return "adaptive"
 	case PollBusy:
 		return "busy"
 	case PollEvent:

@@ -80,7 +80,11 @@ func ValidTransition(from, to QPState) bool {
 
 // QPCap are the queue sizes and limits of a QP.
 type QPCap struct {
-	MaxSendWR     int // send-queue depth: work requests posted and not yet completed
+	// MaxSendWR is the send-queue depth. A request holds its slot until a
+	// completion at or after it is polled, so unsignaled requests are
+	// freed only by a later signaled one: signal at least once every
+	// MaxSendWR requests or posting fails with ErrQueueFull.
+	MaxSendWR     int
 	MaxRecvWR     int // receive-queue depth (ignored with an SRQ)
 	MaxSendSGE    int // scatter/gather entries per send work request
 	MaxRecvSGE    int // scatter/gather entries per receive work request

@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+func TestRegistry(t *testing.T) {
+	e := Experiment{Name: "test-registry", Description: "d", Run: func(context.Context, *Env) (*Result, error) { return &Result{}, nil }}
+	Register(e)
+	got, ok := Lookup("test-registry")
+	if !ok || got.Description != "d" {
+		t.Fatalf("Lookup = %+v, %v", got, ok)
+	}
+	if _, ok := Lookup("no-such"); ok {
+		t.Error("Lookup of an unknown name succeeded")
+	}
+	names := []string{}
+	for _, e := range List() {
+		names = append(names, e.Name)
+	}
+	if !strings.Contains(strings.Join(names, ","), "perf") || !strings.Contains(strings.Join(names, ","), "test-registry") {
+		t.Errorf("List = %v", names)
+	}
+	for i := 1; i < len(names); i++ {
+		if names[i-1] >= names[i] {
+			t.Errorf("List not sorted: %v", names)
+		}
+	}
+	for _, bad := range []Experiment{e, {Name: "", Run: e.Run}, {Name: "x y", Run: e.Run}, {Name: "norun"}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register(%q) did not panic", bad.Name)
+				}
+			}()
+			Register(bad)
+		}()
+	}
+	if _, _, err := Run(context.Background(), "no-such", Options{}); err == nil {
+		t.Error("Run of an unknown experiment succeeded")
+	}
+}
+
+func sampleResult() *Result {
+	r := &Result{
+		Name:    "sample",
+		Title:   "Sample | result",
+		Columns: []Column{{Name: "op"}, {Name: "test"}, {Name: "bytes", Unit: "B"}, {Name: "p50", Unit: "µs"}, {Name: "bandwidth", Unit: "GB/s"}},
+		Notes:   []string{"a note"},
+		Plots: []Plot{
+			{Title: "lat", X: "bytes", Y: "p50", Series: []string{"op"}, Where: map[string]string{"test": "lat"}, LogX: true, LogY: true},
+			{Title: "bw", X: "bytes", Y: "bandwidth", Series: []string{"op"}, Where: map[string]string{"test": "bw"}, LogX: true},
+		},
+	}
+	for _, n := range []int{8, 4096, 1 << 20} {
+		r.AddRow("read", "lat", n, 0.1*float64(n)/8+0.05, float64(n)/1e4)
+		r.AddRow("write", "bw", n, nil, float64(n)/1e3)
+	}
+	r.AddRow("cas", "lat", 8, 0.0812, 0.09)
+	r.Meta = collectMeta(&Options{Poll: verbs.PollBusy, Transport: "loop://x", Quick: true})
+	return r
+}
+
+func TestWriters(t *testing.T) {
+	r := sampleResult()
+	dir := filepath.Join(t.TempDir(), "out")
+	paths, err := WriteFiles(dir, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != 3 {
+		t.Fatalf("paths = %v", paths)
+	}
+	for i, ext := range []string{".json", ".md", ".png"} {
+		if paths[i] != filepath.Join(dir, "sample"+ext) {
+			t.Errorf("path %d = %s", i, paths[i])
+		}
+	}
+
+	data, err := os.ReadFile(paths[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(data) {
+		t.Fatal("invalid JSON")
+	}
+	back, err := ReadJSON(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Name != "sample" || len(back.Rows) != 7 || back.Rows[1][3] != nil || back.Rows[0][2] != float64(8) ||
+		back.Meta.Transport != "loop" || back.Meta.Poll != "busy" || !back.Meta.Quick || back.Meta.CPU == "" || back.Meta.GOMAXPROCS < 1 {
+		t.Errorf("round trip: %+v", back)
+	}
+
+	md, err := os.ReadFile(paths[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# Sample | result", "- **polling:** busy", "- **go:** go", "- **transport:** loop",
+		"| op | test | bytes [B] | p50 [µs] | bandwidth [GB/s] |", "| --- | --- | ---: | ---: | ---: |",
+		"| write | bw | 4096 | — | 4.096 |", "| cas | lat | 8 | 0.08120 | 0.09000 |", "- a note"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+
+	f, err := os.Open(paths[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 200 {
+		t.Errorf("image is %v", b)
+	}
+}
+
+func TestPlotErrors(t *testing.T) {
+	r := sampleResult()
+	r.Plots = []Plot{{Title: "bad", X: "nope", Y: "p50"}}
+	if err := WritePNG(&bytes.Buffer{}, r); err == nil {
+		t.Error("unknown column accepted")
+	}
+	r.Plots = nil // a placeholder chart
+	if err := WritePNG(&bytes.Buffer{}, r); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestFormatValue(t *testing.T) {
+	for v, want := range map[any]string{nil: "—", 3: "3", 0.0: "0", 12.3456: "12.35", 0.0812: "0.08120", 123456.7: "123457", 2e-7: "2e-07", "a|b": `a\|b`} {
+		if got := FormatValue(v); got != want {
+			t.Errorf("FormatValue(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestEnv(t *testing.T) {
+	e := newEnv(Options{})
+	if e.PointDuration(time.Second, time.Millisecond) != time.Second {
+		t.Error("full")
+	}
+	e.Quick = true
+	if e.PointDuration(time.Second, time.Millisecond) != time.Millisecond {
+		t.Error("quick")
+	}
+	e.Duration = 7 * time.Millisecond
+	if e.PointDuration(time.Second, time.Millisecond) != 7*time.Millisecond {
+		t.Error("explicit")
+	}
+	if a, b := e.DeviceBase("x"), e.DeviceBase("x"); a == b || !strings.HasPrefix(a, "loop://x-") {
+		t.Errorf("DeviceBase = %q, %q", a, b)
+	}
+	e.Transport = "loop://mine/"
+	if e.DeviceBase("x") != "loop://mine" {
+		t.Error("explicit transport")
+	}
+	// Not a terminal: no bar, and the hidden bar is safe to use.
+	var buf bytes.Buffer
+	e.Options.Progress = &buf
+	p := e.Progress(10, time.Hour, "x")
+	p.Add(1)
+	p.Describe("y")
+	p.Finish()
+	if buf.Len() != 0 {
+		t.Errorf("progress written to a non-terminal: %q", buf.String())
+	}
+	p = newProgress(&buf, 10, "x", true)
+	p.Add(1)
+	p.Finish()
+	if buf.Len() == 0 {
+		t.Error("a shown bar wrote nothing")
+	}
+}
+
+func TestQuickPerfRun(t *testing.T) {
+	dir := t.TempDir()
+	r, paths, err := Run(context.Background(), "perf", Options{Quick: true, Duration: 5 * time.Millisecond, OutDir: dir, Poll: verbs.PollAdaptive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) != 3 {
+		t.Fatalf("paths = %v", paths)
+	}
+	for _, p := range paths {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if r.Meta.Transport != "loop" || !strings.HasPrefix(r.Meta.Device, "loop://perf-") || r.Meta.Elapsed == "" {
+		t.Errorf("meta: %+v", r.Meta)
+	}
+	rate, bw, test, op := r.Column("rate"), r.Column("bandwidth"), r.Column("test"), r.Column("op")
+	seen := map[string]bool{}
+	for _, row := range r.Rows {
+		seen[row[op].(string)+" "+row[test].(string)] = true
+		if row[rate].(float64) <= 0 || row[bw].(float64) <= 0 {
+			t.Errorf("zero rate in %v", row)
+		}
+		if row[test] == "lat" && row[r.Column("p50")].(float64) <= 0 {
+			t.Errorf("zero latency in %v", row)
+		}
+	}
+	if len(seen) != 10 {
+		t.Errorf("op × test combinations: %v", seen)
+	}
+}

@@ -1,0 +1,179 @@
+package perf
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// warmup is the number of untimed operations before a latency test.
+const warmup = 16
+
+// Measure runs one cell. With a zero Stop it measures for a second.
+func (p *Pair) Measure(ctx context.Context, c Cell, s Stop) (Measurement, error) {
+	m := Measurement{Cell: c}
+	if err := p.check(c.Op, c.Size); err != nil {
+		return m, err
+	}
+	if s.Iters <= 0 && s.Duration <= 0 {
+		s.Duration = time.Second
+	}
+	run := func(ctx context.Context) (err error) {
+		switch c.Test {
+		case Lat:
+			if _, _, err = p.latency(ctx, c, Stop{Iters: warmup}, false); err != nil {
+				return err
+			}
+			p.lat.Reset()
+			m.Iters, m.Elapsed, err = p.latency(ctx, c, s, true)
+			m.Lat = p.lat.Summary()
+		case BW:
+			m.Iters, m.Elapsed, m.Peak, err = p.bandwidth(ctx, c, s)
+		}
+		return err
+	}
+	if c.Op == Send {
+		return m, p.withServer(ctx, c.Test == Lat, c.Size, run)
+	}
+	return m, run(ctx)
+}
+
+// latency posts one operation at a time and waits for its completion
+// (for SEND, for the echoed message too), recording each latency when
+// record is set.
+func (p *Pair) latency(ctx context.Context, c Cell, s Stop, record bool) (int, time.Duration, error) {
+	p.prepare(c.Op, c.Size, 1, 1)
+	wrs := p.wrs[:1]
+	recvs := 0
+	if c.Op == Send {
+		recvs = 1
+	}
+	start := time.Now()
+	deadline := start.Add(s.Duration)
+	for n := 1; ; n++ {
+		t0 := time.Now()
+		if err := p.cqp.PostSend(wrs); err != nil {
+			return n - 1, 0, err
+		}
+		if err := p.wait(ctx, c, 1, recvs); err != nil {
+			return n - 1, 0, err
+		}
+		t1 := time.Now()
+		if record {
+			d := t1.Sub(t0)
+			if c.Op == Send {
+				d /= 2
+			}
+			p.lat.Record(d)
+		}
+		if (s.Iters > 0 && n >= s.Iters) || (s.Iters <= 0 && !t1.Before(deadline)) {
+			return n, t1.Sub(start), nil
+		}
+	}
+}
+
+// wait polls the client CQ until it has seen sends completions of its
+// own requests and recvs received messages, re-posting each consumed
+// receive.
+func (p *Pair) wait(ctx context.Context, c Cell, sends, recvs int) error {
+	if c.Op == Send {
+		p.sent += uint64(sends)
+	}
+	for sends > 0 || recvs > 0 {
+		n, err := verbs.PollWait(ctx, p.ccq, p.wc, p.cfg.Poll)
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			wc := &p.wc[i]
+			if wc.Status != verbs.StatusSuccess {
+				return completionError(c.Op, c.Size, wc)
+			}
+			if wc.Opcode == verbs.WCRecv {
+				recvs--
+				if err := p.cqp.PostRecv(p.crecv); err != nil {
+					return err
+				}
+			} else {
+				sends--
+			}
+		}
+	}
+	return nil
+}
+
+// bandwidth keeps up to Window operations outstanding, posted in lists of
+// Batch with the last one signaled, and returns the operations completed,
+// the elapsed time and the peak rate.
+func (p *Pair) bandwidth(ctx context.Context, c Cell, s Stop) (done int, elapsed time.Duration, peak float64, err error) {
+	b := p.cfg.Batch
+	w := p.cfg.Window
+	p.prepare(c.Op, c.Size, b, b)
+	list := p.wrs[:b]
+	posted := 0
+	start := time.Now()
+	deadline := start.Add(s.Duration)
+	slice := max(s.Duration/20, time.Millisecond)
+	sliceStart, sliceDone := start, 0
+	now, stopping := start, false
+	for {
+		for !stopping && posted-done+b <= w && (s.Iters <= 0 || posted < s.Iters) {
+			// The last list of an iteration-bounded run may be shorter: its
+			// tail, whose last request is signaled.
+			n := b
+			if s.Iters > 0 {
+				n = min(b, s.Iters-posted)
+			}
+			if c.Op == Send && p.sent+uint64(n) > p.credits.Load() {
+				break // the server has not re-posted enough receives yet
+			}
+			if err = p.cqp.PostSend(list[b-n:]); err != nil {
+				return done, 0, 0, err
+			}
+			posted += n
+			if c.Op == Send {
+				p.sent += uint64(n)
+			}
+		}
+		if posted == done {
+			if stopping || (s.Iters > 0 && posted >= s.Iters) {
+				break
+			}
+			if err = ctx.Err(); err != nil {
+				return done, 0, 0, err
+			}
+			runtime.Gosched() // waiting for SEND credits
+		} else {
+			n, err := verbs.PollWait(ctx, p.ccq, p.wc, p.cfg.Poll)
+			if err != nil {
+				return done, 0, 0, err
+			}
+			for i := range n {
+				wc := &p.wc[i]
+				if wc.Status != verbs.StatusSuccess {
+					return done, 0, 0, completionError(c.Op, c.Size, wc)
+				}
+				if wc.Opcode != verbs.WCRecv {
+					// Completions arrive in order; only the last list
+					// can be short.
+					done = min(done+b, posted)
+				}
+			}
+		}
+		now = time.Now()
+		if s.Iters <= 0 && !now.Before(deadline) {
+			stopping = true
+		}
+		if d := now.Sub(sliceStart); d >= slice {
+			peak = max(peak, float64(done-sliceDone)/d.Seconds())
+			sliceStart, sliceDone = now, done
+		}
+	}
+	elapsed = now.Sub(start)
+	if avg := float64(done) / elapsed.Seconds(); peak < avg {
+		peak = avg
+	}
+	return done, elapsed, peak, nil
+}

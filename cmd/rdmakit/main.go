@@ -1,0 +1,40 @@
+// Command rdmakit is rdmakit's command-line tool: a demo, perftest-style
+// measurements of verbs devices, the experiment harness and version
+// information.
+//
+// Usage:
+//
+//	rdmakit demo
+//	rdmakit perf [--uri URI] [--op read|write|send|cas|faa|all] [--test lat|bw|both] [--sizes 8-1048576]
+//	rdmakit bench list
+//	rdmakit bench run NAME [--quick] [--duration D] [--out DIR]
+//	rdmakit version
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line and returns the exit code; errors are
+// printed to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "rdmakit:", err)
+		return 1
+	}
+	return 0
+}

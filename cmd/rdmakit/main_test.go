@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// execute runs the command line and returns its stdout and stderr.
+func execute(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func mustContain(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+func TestDemo(t *testing.T) {
+	out, errs, code := execute(t, "demo", "--duration", "5ms")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	mustContain(t, out, "OP", "LAT p50", "LAT p99", "RATE 8 B", "BW 4 KiB", "BW 64 KiB",
+		"RDMA_READ", "RDMA_WRITE", "SEND", "ATOMIC_CMP_AND_SWP", "ATOMIC_FETCH_AND_ADD", " µs", " Mops", " GB/s",
+		"What the numbers mean")
+}
+
+func TestPerfReadLat(t *testing.T) {
+	out, errs, code := execute(t, "perf", "--op", "read", "--test", "lat", "--size", "8", "--iters", "200", "--poll", "busy")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	mustContain(t, out, "RDMA_Read Latency Test", " Transport      : loop", " Poll policy    : busy", " GOMAXPROCS     : ",
+		"#bytes", "#iterations", "t_min[usec]", "t_max[usec]", "t_typical[usec]", "t_avg[usec]", "t_stdev[usec]",
+		"99% percentile[usec]")
+	lines := strings.Split(out, "\n")
+	row := ""
+	for i, l := range lines {
+		if strings.Contains(l, "t_min[usec]") && i+1 < len(lines) {
+			row = lines[i+1]
+		}
+	}
+	if f := strings.Fields(row); len(f) != 9 || f[0] != "8" || f[1] != "200" {
+		t.Errorf("row = %q", row)
+	}
+	if strings.Contains(out, "BW average") {
+		t.Error("lat run printed a bandwidth table")
+	}
+}
+
+func TestPerfBWAndSend(t *testing.T) {
+	out, errs, code := execute(t, "perf", "--uri", "loop://cmdtest", "--op", "write,send,faa", "--test", "bw", "--sizes", "8-64", "--duration", "5ms", "--window", "16")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	mustContain(t, out, "RDMA_Write BW Test", "Send BW Test", "Atomic FETCH_AND_ADD BW Test",
+		"BW peak[MB/sec]", "BW average[MB/sec]", "MsgRate[Mpps]", "loop://cmdtest/client -> loop://cmdtest/server",
+		"TX depth       : 16 (post lists of 2, last signaled)")
+	if n := strings.Count(out, "\n 64 "); n != 2 {
+		t.Errorf("%d rows of 64 bytes, want 2 (write, send):\n%s", n, out)
+	}
+}
+
+func TestBenchListAndRun(t *testing.T) {
+	out, errs, code := execute(t, "bench", "list")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	mustContain(t, out, "NAME", "DESCRIPTION", "perf ")
+
+	dir := filepath.Join(t.TempDir(), "res")
+	out, errs, code = execute(t, "bench", "run", "perf", "--quick", "--duration", "3ms", "--out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	mustContain(t, out, "# Verbs latency", "| op | test | bytes [B] | iterations | p50 [µs] |", "| read | lat | 8 |",
+		"| faa | bw | 8 |", "- **polling:** adaptive", "- **transport:** loop")
+	for _, ext := range []string{".json", ".md", ".png"} {
+		p := filepath.Join(dir, "perf"+ext)
+		mustContain(t, out, "wrote "+p)
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := execute(t, "version")
+	if code != 0 {
+		t.Fatal(code)
+	}
+	mustContain(t, out, "rdmakit ", "go          go", "transports  loop")
+}
+
+func TestErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"perf", "--op", "nope"},
+		{"perf", "--test", "x"},
+		{"perf", "--poll", "x"},
+		{"perf", "--sizes", "64-8"},
+		{"perf", "--uri", "nosuch://x", "--size", "8", "--iters", "1"},
+		{"bench", "run", "no-such-experiment"},
+		{"bench", "run"},
+		{"nonsense"},
+		{"demo", "--duration", "0s"},
+	} {
+		out, errs, code := execute(t, args...)
+		if code == 0 || !strings.HasPrefix(errs, "rdmakit: ") {
+			t.Errorf("%v: exit %d, stderr %q, stdout %q", args, code, errs, out)
+		}
+	}
+}
