@@ -1,0 +1,107 @@
+package loop_test
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rdmakit/rdmakit/transport/loop"
+	"github.com/rdmakit/rdmakit/verbs"
+	"github.com/rdmakit/rdmakit/verbs/verbstest"
+)
+
+var conformanceSeq atomic.Int64
+
+// loopProvider opens the nodes of a fresh fabric per case and injects
+// faults through the fabric.
+type loopProvider struct{}
+
+var (
+	_ verbstest.Killer      = loopProvider{}
+	_ verbstest.Pauser      = loopProvider{}
+	_ verbstest.Partitioner = loopProvider{}
+	_ verbstest.Delayer     = loopProvider{}
+)
+
+// Name implements verbstest.Provider.
+func (loopProvider) Name() string { return "loop" }
+
+// Open implements verbstest.Provider: the nodes n0 … n(n-1) of a fresh fabric,
+// opened through verbs.Open.
+func (loopProvider) Open(t testing.TB, n int) []verbs.Device {
+	t.Helper()
+	f := loop.Get(fmt.Sprintf("conformance%d", conformanceSeq.Add(1)))
+	devs := make([]verbs.Device, n)
+	for i := range devs {
+		d, err := verbs.Open(f.Address(fmt.Sprintf("n%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		devs[i] = d
+	}
+	return devs
+}
+
+// fabricOf returns the fabric and node name of a loop device.
+func fabricOf(t testing.TB, d verbs.Device) (*loop.Fabric, string) {
+	t.Helper()
+	u, err := url.Parse(d.Address())
+	if err != nil || u.Scheme != loop.Scheme {
+		t.Fatalf("not a loop device: %q", d.Address())
+	}
+	return loop.Get(u.Host), strings.Trim(u.Path, "/")
+}
+
+func fatalIf(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Kill implements verbstest.Killer.
+func (loopProvider) Kill(t testing.TB, d verbs.Device) {
+	f, n := fabricOf(t, d)
+	fatalIf(t, f.Kill(n))
+}
+
+// Pause implements verbstest.Pauser.
+func (loopProvider) Pause(t testing.TB, d verbs.Device) {
+	f, n := fabricOf(t, d)
+	fatalIf(t, f.Pause(n))
+}
+
+// Resume implements verbstest.Pauser.
+func (loopProvider) Resume(t testing.TB, d verbs.Device) {
+	f, n := fabricOf(t, d)
+	fatalIf(t, f.Resume(n))
+}
+
+// Partition implements verbstest.Partitioner.
+func (loopProvider) Partition(t testing.TB, a, b verbs.Device) {
+	f, na := fabricOf(t, a)
+	_, nb := fabricOf(t, b)
+	fatalIf(t, f.Partition(na, nb))
+}
+
+// Heal implements verbstest.Partitioner.
+func (loopProvider) Heal(t testing.TB, a, b verbs.Device) {
+	f, na := fabricOf(t, a)
+	_, nb := fabricOf(t, b)
+	fatalIf(t, f.Heal(na, nb))
+}
+
+// SetLatency implements verbstest.Delayer.
+func (loopProvider) SetLatency(t testing.TB, a, b verbs.Device, d time.Duration) {
+	f, na := fabricOf(t, a)
+	_, nb := fabricOf(t, b)
+	fatalIf(t, f.SetLatency(na, nb, d))
+}
+
+// TestConformance runs the verbs conformance suite on the loop fabric.
+func TestConformance(t *testing.T) {
+	verbstest.Run(t, loopProvider{})
+}
