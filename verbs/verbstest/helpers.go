@@ -249,7 +249,7 @@ func pollN(cq verbs.CQ, n int) ([]verbs.WC, error) {
 		k, err := cq.Poll(buf[:min(len(buf), n-len(out))])
 		out = append(out, buf[:k]...)
 		if err != nil {
-			return out, fmt.Errorf("Poll after %d of %d completions: %w", len(out), n, err)
+			return out, fmt.Errorf("poll after %d of %d completions: %w", len(out), n, err)
 		}
 		if k > 0 {
 			idle = 0
