@@ -155,8 +155,10 @@ const (
 	// complete, signaled or not.
 	FlagSignaled SendFlags = 1 << iota
 	// FlagInline copies the payload into the work request at post time:
-	// the buffer may be reused as soon as PostSend returns and no lkey is
-	// needed. Limited to the QP's MaxInlineData bytes; SEND and WRITE only.
+	// the buffer may be reused as soon as PostSend returns. The lkey is
+	// not needed (the payload is found by address), but the bytes must lie
+	// in a memory region of the QP's PD. Limited to the QP's MaxInlineData
+	// bytes; SEND and WRITE only.
 	FlagInline
 	// FlagFence waits until every prior READ and atomic of this QP has
 	// completed before the work request starts.
