@@ -32,21 +32,20 @@ func (t *lockTable) lock(addr uint64) *sync.Mutex {
 // 8-byte aligned.
 func word(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }
 
-// execAtomic runs an atomic work request on the size bytes of remote
-// memory mem (aligned to size, checked by the caller) and writes the
-// original value into orig (size bytes). It reports whether a
-// compare-and-swap swapped.
-func (t *lockTable) execAtomic(wr *verbs.SendWR, remoteAddr uint64, mem []byte, orig *[4]uint64) bool {
+// execAtomic runs an atomic operation on the bytes of remote memory mem
+// (its size, aligned, checked by the caller) and writes the original
+// value into orig. It reports whether a compare-and-swap swapped.
+func (t *lockTable) execAtomic(op verbs.Opcode, a *verbs.AtomicArgs, remoteAddr uint64, mem []byte, orig *[4]uint64) bool {
 	mu := t.lock(remoteAddr)
 	mu.Lock()
 	defer mu.Unlock()
-	switch wr.Opcode {
+	switch op {
 	case verbs.OpAtomicCmpAndSwp:
 		p := word(mem)
 		v := atomic.LoadUint64(p)
 		orig[0] = v
-		if v == wr.Atomic.Compare[0] {
-			atomic.StoreUint64(p, wr.Atomic.Swap[0])
+		if v == a.Compare[0] {
+			atomic.StoreUint64(p, a.Swap[0])
 			return true
 		}
 		return false
@@ -54,17 +53,16 @@ func (t *lockTable) execAtomic(wr *verbs.SendWR, remoteAddr uint64, mem []byte, 
 		p := word(mem)
 		v := atomic.LoadUint64(p)
 		orig[0] = v
-		atomic.StoreUint64(p, v+wr.Atomic.Swap[0])
+		atomic.StoreUint64(p, v+a.Swap[0])
 		return true
 	}
-	n := int(wr.Atomic.Size / 8)
+	n := int(a.Size / 8)
 	var cur [4]uint64
 	for i := 0; i < n; i++ {
 		cur[i] = atomic.LoadUint64(word(mem[8*i:]))
 	}
 	*orig = cur
-	a := &wr.Atomic
-	switch wr.Opcode {
+	switch op {
 	case verbs.OpMaskedCmpAndSwp:
 		if !compare(&cur, a, n) {
 			return false

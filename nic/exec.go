@@ -7,16 +7,17 @@ import (
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
-// execute runs one send request against its responder. rnr reports that a
-// SEND or WRITE_WITH_IMM found no posted receive (RC only); nothing was
-// changed then. inline, when not nil, is the payload copied at post time.
+// execute runs one send request against a responder in this process. rnr
+// reports that a SEND or WRITE_WITH_IMM found no posted receive (RC only);
+// nothing was changed then. inline, when not nil, is the payload copied at
+// post time.
 func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32, rnr bool) {
 	if q.typ == verbs.UD {
 		return q.executeUD(wr, inline), 0, false
 	}
 	dq := q.destQP
 	if dq == nil || dq.state.Load() == stateDestroyed {
-		dq = q.dest.qp(q.destQPN)
+		dq = q.destNode.qp(q.destQPN)
 		q.destQP = dq
 	}
 	if dq == nil || dq.typ != verbs.RC || !receiving(dq) {
@@ -25,14 +26,25 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 	switch wr.Opcode {
 	case verbs.OpRead:
 		return q.execRead(wr, dq)
-	case verbs.OpWrite, verbs.OpWriteWithImm:
-		return q.execWrite(wr, dq, inline)
-	case verbs.OpSend, verbs.OpSendWithImm:
-		return q.execSend(wr, dq, inline)
+	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
+		nbuf, nref, total, st := q.payload(wr, inline)
+		if st != verbs.StatusSuccess {
+			return st, 0, false
+		}
+		st, rnr = respond(dq, &q.sc, q.source(), wr.Opcode, wr.Flags, wr.RKey, wr.RemoteAddr, wr.Imm, q.lbuf[:nbuf], total)
+		q.releaseLocal(nref)
+		return st, uint32(total), rnr
 	default:
 		return q.execAtomic(wr, dq)
 	}
 }
+
+// source is how receivers see this QP.
+func (q *QP) source() source { return source{qpn: q.qpn, id: q.node.id} }
+
+// source identifies a requester to a responder: its QP number and the
+// SrcID the responder reports in receive completions.
+type source struct{ qpn, id uint32 }
 
 // receiving reports whether a responder QP accepts requests (RTR or RTS).
 func receiving(dq *QP) bool {
@@ -141,42 +153,55 @@ func (q *QP) execRead(wr *verbs.SendWR, dq *QP) (verbs.Status, uint32, bool) {
 	return verbs.StatusSuccess, uint32(total), false
 }
 
-func (q *QP) execWrite(wr *verbs.SendWR, dq *QP, inline []byte) (verbs.Status, uint32, bool) {
-	nbuf, nref, total, st := q.payload(wr, inline)
-	if st != verbs.StatusSuccess {
-		return st, 0, false
+// respond executes a WRITE, WRITE_WITH_IMM, SEND or SEND_WITH_IMM at the
+// responder QP dq with the payload list of total bytes. It is the
+// responder half shared by requesters in this process and by transports
+// serving requests from other processes. rnr reports a missing receive;
+// nothing was changed then.
+func respond(dq *QP, sc *scratch, src source, op verbs.Opcode, flags verbs.SendFlags, rkey uint32, addr uint64, imm uint32,
+	payload [][]byte, total uint64) (verbs.Status, bool) {
+	switch op {
+	case verbs.OpSend, verbs.OpSendWithImm:
+		switch deliver(dq, sc, src, op, flags, imm, payload, total, false) {
+		case noReceive:
+			return 0, true
+		case recvLenErr:
+			return verbs.StatusRemInvReqErr, false
+		case recvProtErr:
+			return verbs.StatusRemOpErr, false
+		}
+		return verbs.StatusSuccess, false
 	}
-	defer q.releaseLocal(nref)
-	imm := wr.Opcode == verbs.OpWriteWithImm
+	withImm := op == verbs.OpWriteWithImm
 	var rq *recvQueue
 	var recvID uint64
-	if imm {
+	if withImm {
 		rq = dq.recvQueue()
 		rq.mu.Lock()
 		defer rq.mu.Unlock()
 		id, _, ok := rq.peek()
 		if !ok {
-			return 0, 0, true
+			return 0, true
 		}
 		recvID = id
 	}
 	if total > 0 {
-		m, dst, st := resolveRemote(dq, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteWrite)
+		m, dst, st := resolveRemote(dq, rkey, addr, total, verbs.AccessRemoteWrite)
 		if st != verbs.StatusSuccess {
-			return st, 0, false
+			return st, false
 		}
-		if nbuf == 1 && total == 8 && wr.RemoteAddr&7 == 0 {
-			atomic.StoreUint64(word(dst), binary.NativeEndian.Uint64(q.lbuf[0]))
+		if len(payload) == 1 && total == 8 && addr&7 == 0 {
+			atomic.StoreUint64(word(dst), binary.NativeEndian.Uint64(payload[0]))
 		} else {
-			gather(dst, q.lbuf[:nbuf])
+			gather(dst, payload)
 		}
 		m.release()
 	}
-	if imm {
+	if withImm {
 		rq.pop()
 		wc := verbs.WC{ID: recvID, Opcode: verbs.WCRecvRDMAWithImm, Flags: verbs.WCWithImm, ByteLen: uint32(total),
-			Imm: wr.Imm, QPN: dq.qpn, SrcQPN: q.qpn, SrcID: q.node.id}
-		sol := wr.Flags&verbs.FlagSolicited != 0
+			Imm: imm, QPN: dq.qpn, SrcQPN: src.qpn, SrcID: src.id}
+		sol := flags&verbs.FlagSolicited != 0
 		if sol {
 			wc.Flags |= verbs.WCSolicited
 		}
@@ -184,14 +209,38 @@ func (q *QP) execWrite(wr *verbs.SendWR, dq *QP, inline []byte) (verbs.Status, u
 			dq.toError()
 		}
 	}
-	return verbs.StatusSuccess, uint32(total), false
+	return verbs.StatusSuccess, false
+}
+
+// atomicSize is the operand size of an atomic opcode.
+func atomicSize(op verbs.Opcode, a *verbs.AtomicArgs) uint64 {
+	if op == verbs.OpMaskedCmpAndSwp || op == verbs.OpMaskedFetchAndAdd {
+		return uint64(a.Size)
+	}
+	return 8
+}
+
+// respondAtomic executes an atomic at the responder QP dq and stores the
+// original value in orig.
+func respondAtomic(dq *QP, op verbs.Opcode, a *verbs.AtomicArgs, rkey uint32, addr uint64, orig *[4]uint64) verbs.Status {
+	size := atomicSize(op, a)
+	if size != 8 && size != 16 && size != 32 {
+		return verbs.StatusRemInvReqErr
+	}
+	if addr%size != 0 {
+		return verbs.StatusRemInvReqErr
+	}
+	m, mem, st := resolveRemote(dq, rkey, addr, size, verbs.AccessRemoteAtomic)
+	if st != verbs.StatusSuccess {
+		return st
+	}
+	dq.node.locks.execAtomic(op, a, addr, mem, orig)
+	m.release()
+	return verbs.StatusSuccess
 }
 
 func (q *QP) execAtomic(wr *verbs.SendWR, dq *QP) (verbs.Status, uint32, bool) {
-	size := uint64(8)
-	if wr.Opcode == verbs.OpMaskedCmpAndSwp || wr.Opcode == verbs.OpMaskedFetchAndAdd {
-		size = uint64(wr.Atomic.Size)
-	}
+	size := atomicSize(wr.Opcode, &wr.Atomic)
 	n, st := q.resolveLocal(wr.SGL, true, false)
 	if st != verbs.StatusSuccess {
 		return st, 0, false
@@ -200,21 +249,19 @@ func (q *QP) execAtomic(wr *verbs.SendWR, dq *QP) (verbs.Status, uint32, bool) {
 	if n != 1 || uint64(len(q.lbuf[0])) != size {
 		return verbs.StatusLocLenErr, 0, false
 	}
-	if wr.RemoteAddr%size != 0 {
-		return verbs.StatusRemInvReqErr, 0, false
-	}
-	m, mem, st := resolveRemote(dq, wr.RKey, wr.RemoteAddr, size, verbs.AccessRemoteAtomic)
-	if st != verbs.StatusSuccess {
+	var orig [4]uint64
+	if st := respondAtomic(dq, wr.Opcode, &wr.Atomic, wr.RKey, wr.RemoteAddr, &orig); st != verbs.StatusSuccess {
 		return st, 0, false
 	}
-	var orig [4]uint64
-	dq.node.locks.execAtomic(wr, wr.RemoteAddr, mem, &orig)
-	m.release()
-	out := q.lbuf[0]
-	for i := 0; i < int(size/8); i++ {
-		binary.NativeEndian.PutUint64(out[8*i:], orig[i])
-	}
+	putWords(q.lbuf[0], &orig)
 	return verbs.StatusSuccess, uint32(size), false
+}
+
+// putWords stores the first len(out)/8 words of w into out.
+func putWords(out []byte, w *[4]uint64) {
+	for i := 0; i < len(out)/8; i++ {
+		binary.NativeEndian.PutUint64(out[8*i:], w[i])
+	}
 }
 
 // recvQueue is where the QP's incoming SENDs take receives from.
@@ -235,9 +282,16 @@ const (
 	recvProtErr               // the receive's scatter list was bad; it completed with LOC_PROT_ERR
 )
 
-// deliver puts a message (the q.lbuf[:nbuf] payload of total bytes) into
-// the oldest receive of dq and completes it there.
-func (q *QP) deliver(wr *verbs.SendWR, dq *QP, nbuf int, total uint64, grh bool) deliverResult {
+// scratch holds a responder's resolved receive scatter list, so delivery
+// allocates nothing. Its owner serialises its use.
+type scratch struct {
+	rbuf [maxSGE][]byte
+	rmr  [maxSGE]*MR
+}
+
+// deliver puts a message (the payload list of total bytes) into the
+// oldest receive of dq and completes it there.
+func deliver(dq *QP, sc *scratch, src source, op verbs.Opcode, flags verbs.SendFlags, imm uint32, payload [][]byte, total uint64, grh bool) deliverResult {
 	rq := dq.recvQueue()
 	rq.mu.Lock()
 	defer rq.mu.Unlock()
@@ -245,12 +299,12 @@ func (q *QP) deliver(wr *verbs.SendWR, dq *QP, nbuf int, total uint64, grh bool)
 	if !ok {
 		return noReceive
 	}
-	wc := verbs.WC{ID: id, Opcode: verbs.WCRecv, QPN: dq.qpn, SrcQPN: q.qpn, SrcID: q.node.id}
-	if wr.Opcode == verbs.OpSendWithImm {
+	wc := verbs.WC{ID: id, Opcode: verbs.WCRecv, QPN: dq.qpn, SrcQPN: src.qpn, SrcID: src.id}
+	if op == verbs.OpSendWithImm {
 		wc.Flags |= verbs.WCWithImm
-		wc.Imm = wr.Imm
+		wc.Imm = imm
 	}
-	sol := wr.Flags&verbs.FlagSolicited != 0
+	sol := flags&verbs.FlagSolicited != 0
 	if sol {
 		wc.Flags |= verbs.WCSolicited
 	}
@@ -260,20 +314,20 @@ func (q *QP) deliver(wr *verbs.SendWR, dq *QP, nbuf int, total uint64, grh bool)
 		wc.Flags |= verbs.WCGRH
 	}
 	res := delivered
-	nr, cap, st := q.resolveRecv(dq, rsgl)
+	nr, capacity, st := sc.resolveRecv(dq, rsgl)
 	switch {
 	case st != verbs.StatusSuccess:
 		res, wc.Status = recvProtErr, verbs.StatusLocProtErr
-	case cap < need:
-		q.releaseRecv(nr)
+	case capacity < need:
+		sc.releaseRecv(nr)
 		res, wc.Status = recvLenErr, verbs.StatusLocLenErr
 	default:
-		dst := q.rbuf[:nr]
+		dst := sc.rbuf[:nr]
 		if grh {
 			dst = skipGRH(dst)
 		}
-		copyLists(dst, q.lbuf[:nbuf])
-		q.releaseRecv(nr)
+		copyLists(dst, payload)
+		sc.releaseRecv(nr)
 		wc.ByteLen = uint32(need)
 	}
 	rq.pop()
@@ -284,9 +338,8 @@ func (q *QP) deliver(wr *verbs.SendWR, dq *QP, nbuf int, total uint64, grh bool)
 }
 
 // resolveRecv resolves a receive's scatter list on the responder node into
-// q.rbuf and q.rmr, returning the entry count and the capacity in bytes.
-// The GRH area, when used, is zeroed here.
-func (q *QP) resolveRecv(dq *QP, sgl []verbs.SGE) (int, uint64, verbs.Status) {
+// sc.rbuf and sc.rmr, returning the entry count and the capacity in bytes.
+func (sc *scratch) resolveRecv(dq *QP, sgl []verbs.SGE) (int, uint64, verbs.Status) {
 	n := 0
 	var capacity uint64
 	for i := range sgl {
@@ -296,25 +349,25 @@ func (q *QP) resolveRecv(dq *QP, sgl []verbs.SGE) (int, uint64, verbs.Status) {
 		}
 		m := dq.node.keys.local(s.LKey)
 		if m == nil || m.pd != dq.pd || m.access&verbs.AccessLocalWrite == 0 || !m.acquire() {
-			q.releaseRecv(n)
+			sc.releaseRecv(n)
 			return 0, 0, verbs.StatusLocProtErr
 		}
 		b, ok := m.slice(s.Addr, uint64(s.Length))
 		if !ok {
 			m.release()
-			q.releaseRecv(n)
+			sc.releaseRecv(n)
 			return 0, 0, verbs.StatusLocProtErr
 		}
-		q.rbuf[n], q.rmr[n] = b, m
+		sc.rbuf[n], sc.rmr[n] = b, m
 		capacity += uint64(len(b))
 		n++
 	}
 	return n, capacity, verbs.StatusSuccess
 }
 
-func (q *QP) releaseRecv(n int) {
+func (sc *scratch) releaseRecv(n int) {
 	for i := 0; i < n; i++ {
-		q.rmr[i].release()
+		sc.rmr[i].release()
 	}
 }
 
@@ -334,37 +387,26 @@ func skipGRH(dst [][]byte) [][]byte {
 	return dst
 }
 
-func (q *QP) execSend(wr *verbs.SendWR, dq *QP, inline []byte) (verbs.Status, uint32, bool) {
-	nbuf, nref, total, st := q.payload(wr, inline)
-	if st != verbs.StatusSuccess {
-		return st, 0, false
-	}
-	defer q.releaseLocal(nref)
-	switch q.deliver(wr, dq, nbuf, total, false) {
-	case noReceive:
-		return 0, 0, true
-	case recvLenErr:
-		return verbs.StatusRemInvReqErr, 0, false
-	case recvProtErr:
-		return verbs.StatusRemOpErr, 0, false
-	}
-	return verbs.StatusSuccess, uint32(total), false
-}
-
-// executeUD sends a datagram. Datagrams that find no QP, a wrong QKey or
-// no receive are dropped silently; the sender sees success either way.
+// executeUD sends a datagram to a node in this process. Datagrams that
+// find no QP, a wrong QKey or no receive are dropped silently; the sender
+// sees success either way.
 func (q *QP) executeUD(wr *verbs.SendWR, inline []byte) verbs.Status {
 	nbuf, nref, total, st := q.payload(wr, inline)
 	if st != verbs.StatusSuccess {
 		return st
 	}
 	defer q.releaseLocal(nref)
-	dq := wr.AH.(*AH).dest.qp(wr.RemoteQPN)
-	if dq == nil || dq.typ != verbs.UD || !receiving(dq) || dq.qkey.Load() != wr.RemoteQKey {
-		return verbs.StatusSuccess
-	}
-	q.deliver(wr, dq, nbuf, total, true)
+	deliverUD(wr.AH.(*AH).node, &q.sc, q.source(), wr.RemoteQPN, wr.RemoteQKey, wr.Opcode, wr.Flags, wr.Imm, q.lbuf[:nbuf], total)
 	return verbs.StatusSuccess
+}
+
+// deliverUD hands a datagram to the UD QP qpn of node n, or drops it.
+func deliverUD(n *Node, sc *scratch, src source, qpn, qkey uint32, op verbs.Opcode, flags verbs.SendFlags, imm uint32, payload [][]byte, total uint64) {
+	dq := n.qp(qpn)
+	if dq == nil || dq.typ != verbs.UD || !receiving(dq) || dq.qkey.Load() != qkey {
+		return
+	}
+	deliver(dq, sc, src, op, flags, imm, payload, total, true)
 }
 
 // gather copies the buffers of src, in order, into dst and returns the

@@ -31,16 +31,24 @@ type Route struct {
 	Delay time.Duration
 }
 
+// Target is a responder as a requester sees it: a *Node in this process,
+// whose memory requests reach directly, or a Link to a node in another
+// process.
+type Target interface {
+	Address() string
+}
+
 // Network is what a transport tells its nodes about the others.
 type Network interface {
-	// Lookup returns the node with the given address, or nil.
-	Lookup(address string) *Node
-	// LookupID returns the node with the given ID, or nil.
-	LookupID(id uint32) *Node
-	// Route reports how the path from one node to another behaves now.
-	// It is called for every request and must be cheap when no faults are
+	// Resolve returns the node or link with the given address, or an
+	// error when it cannot be reached.
+	Resolve(address string) (Target, error)
+	// ResolveID returns the peer a receive's WC.SrcID names, or an error.
+	ResolveID(id uint32) (Target, error)
+	// Route reports how the path from a node to a target behaves now. It
+	// is called for every request and must be cheap when no faults are
 	// injected.
-	Route(from, to *Node) Route
+	Route(from *Node, to Target) Route
 }
 
 // Config configures a Node.

@@ -66,11 +66,11 @@ func (pd *PD) CreateAH(address string) (verbs.AH, error) {
 	if pd.node.net == nil {
 		return nil, fmt.Errorf("%w: node has no network", verbs.ErrInvalidState)
 	}
-	n := pd.node.net.Lookup(address)
-	if n == nil {
-		return nil, fmt.Errorf("%w: no device at %q", verbs.ErrInvalidArg, address)
+	t, err := pd.node.net.Resolve(address)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", verbs.ErrInvalidArg, err)
 	}
-	return &AH{pd: pd, dest: n}, nil
+	return newAH(pd, t), nil
 }
 
 // CreateAHFromWC implements verbs.PD.
@@ -81,11 +81,11 @@ func (pd *PD) CreateAHFromWC(wc *verbs.WC) (verbs.AH, error) {
 	if pd.node.net == nil {
 		return nil, fmt.Errorf("%w: node has no network", verbs.ErrInvalidState)
 	}
-	n := pd.node.net.LookupID(wc.SrcID)
-	if n == nil {
-		return nil, fmt.Errorf("%w: no device with id %d", verbs.ErrInvalidArg, wc.SrcID)
+	t, err := pd.node.net.ResolveID(wc.SrcID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", verbs.ErrInvalidArg, err)
 	}
-	return &AH{pd: pd, dest: n}, nil
+	return newAH(pd, t), nil
 }
 
 // Dealloc implements verbs.PD.
@@ -105,8 +105,21 @@ func (pd *PD) Dealloc() error {
 // AH is an address handle; it implements verbs.AH.
 type AH struct {
 	pd   *PD
-	dest *Node
+	dest Target
+	node *Node // dest when it is in this process
+	link Link  // dest when it is in another process
+}
+
+func newAH(pd *PD, t Target) *AH {
+	a := &AH{pd: pd, dest: t}
+	switch d := t.(type) {
+	case *Node:
+		a.node = d
+	case Link:
+		a.link = d
+	}
+	return a
 }
 
 // Address implements verbs.AH.
-func (a *AH) Address() string { return a.dest.addr }
+func (a *AH) Address() string { return a.dest.Address() }

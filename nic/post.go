@@ -7,15 +7,42 @@ import (
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
-// PostSend implements verbs.QP. Each request runs at once on the caller's
-// goroutine unless it must wait (RNR, a delayed or blocked path) or an
-// earlier request of the QP is still waiting; then it joins the QP's
-// deferred queue, drained in order by a background goroutine.
+// PostSend implements verbs.QP. Toward a responder in this process each
+// request runs at once on the caller's goroutine unless it must wait (RNR,
+// a delayed or blocked path) or an earlier request of the QP is still
+// waiting; then it joins the QP's deferred queue, drained in order by a
+// background goroutine. Toward another process the requests are queued on
+// the QP's link in order and sent with one flush per post list; they
+// complete as the responses arrive.
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	err := q.postLocked(wrs)
+	if len(q.flushing) == 0 {
+		q.mu.Unlock()
+		return err
+	}
+	var fixed [4]Link
+	links := fixed[:0]
+	if len(q.flushing) > len(fixed) {
+		links = make([]Link, 0, len(q.flushing))
+	}
+	links = append(links, q.flushing...)
+	clear(q.flushing)
+	q.flushing = q.flushing[:0]
+	q.mu.Unlock()
+	for _, l := range links {
+		l.Flush() // a failing link reports itself to the node, which fails its QPs
+	}
+	return err
+}
+
+func (q *QP) postLocked(wrs []verbs.SendWR) error {
 	if s := q.State(); s != verbs.StateRTS && s != verbs.StateError {
 		return &verbs.PostError{Err: fmt.Errorf("%w: post send in %v", verbs.ErrInvalidState, s)}
+	}
+	remote := q.typ == verbs.RC && q.destLink != nil
+	if remote {
+		defer q.transmitLocked()
 	}
 	for i := range wrs {
 		wr := &wrs[i]
@@ -30,6 +57,16 @@ func (q *QP) PostSend(wrs []verbs.SendWR) error {
 		if q.State() == verbs.StateError {
 			q.completeLocked(wr, seq, verbs.StatusWRFlushErr, 0)
 			continue
+		}
+		if remote {
+			q.queueRemote(wr, seq)
+			continue
+		}
+		if q.typ == verbs.UD {
+			if l := wr.AH.(*AH).link; l != nil {
+				q.sendDatagram(wr, seq, l)
+				continue
+			}
 		}
 		r := q.route(wr)
 		if q.sq.len() > 0 || r.State != PathUp || r.Delay > 0 {
@@ -67,27 +104,35 @@ func (q *QP) validate(wr *verbs.SendWR) error {
 	return nil
 }
 
-// route is the path a request takes now.
+// route is the path a request to a responder in this process takes now.
 func (q *QP) route(wr *verbs.SendWR) Route {
-	var to *Node
-	if q.typ == verbs.UD {
-		to = wr.AH.(*AH).dest
-	} else {
-		to = q.dest
-	}
 	if q.node.net == nil {
 		return Route{}
 	}
-	return q.node.net.Route(q.node, to)
+	if q.typ == verbs.UD {
+		return q.node.net.Route(q.node, wr.AH.(*AH).dest)
+	}
+	return q.node.net.Route(q.node, q.dest)
 }
 
 // deferLocked appends a request to the deferred queue, due after delay,
 // and makes sure a drain goroutine runs.
 func (q *QP) deferLocked(wr *verbs.SendWR, seq uint64, delay time.Duration) *sqEntry {
+	e := q.enqueue(wr, seq)
+	e.due = e.start + delay
+	if !q.running {
+		q.running = true
+		go q.drain()
+	}
+	return e
+}
+
+// enqueue copies a request into the send queue; an INLINE payload is
+// copied now, as the flag promises.
+func (q *QP) enqueue(wr *verbs.SendWR, seq uint64) *sqEntry {
 	e, inl := q.sq.push(wr)
 	e.seq = seq
 	e.start = now()
-	e.due = e.start + delay
 	e.rnrLeft = q.rnrRetry
 	if wr.Flags&verbs.FlagInline != 0 {
 		n, st := q.resolveLocal(wr.SGL, false, true)
@@ -97,10 +142,6 @@ func (q *QP) deferLocked(wr *verbs.SendWR, seq uint64, delay time.Duration) *sqE
 			e.inline = inl[:gather(inl, q.lbuf[:n])]
 			q.releaseLocal(n)
 		}
-	}
-	if !q.running {
-		q.running = true
-		go q.drain()
 	}
 	return e
 }

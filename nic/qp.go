@@ -36,9 +36,12 @@ type QP struct {
 	qkey   atomic.Uint32
 
 	mu          sync.Mutex // send side, attributes and the deferred queue
-	dest        *Node
+	dest        Target
+	destNode    *Node // dest when it is in this process
+	destLink    Link  // dest when it is in another process
 	destQPN     uint32
 	destQP      *QP
+	epoch       uint32 // counts connections: Modify to RTR starts a new one
 	rnrRetry    int // -1 forever
 	minRNR      time.Duration
 	retryBudget time.Duration
@@ -49,12 +52,21 @@ type QP struct {
 	sq      sendQueue
 	running bool // a drain goroutine owns the deferred queue
 
+	// remote requester state (destLink != nil): requests in the deferred
+	// queue below sendNext are on the wire; rnrHold stops transmission
+	// after an RNR answer until the retry is due.
+	sendNext uint64
+	rnrHold  bool
+	rnrDue   time.Duration
+	req      Request
+	pbuf     [1][]byte
+	flushing []Link
+
 	// scratch for resolving scatter/gather lists without allocating;
 	// guarded by mu.
 	lbuf [maxSGE][]byte
 	lmr  [maxSGE]*MR
-	rbuf [maxSGE][]byte
-	rmr  [maxSGE]*MR
+	sc   scratch
 }
 
 var _ verbs.QP = (*QP)(nil)
@@ -198,14 +210,16 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 			if q.node.net == nil {
 				return fmt.Errorf("%w: node has no network", verbs.ErrInvalidState)
 			}
-			d := q.node.net.Lookup(a.Dest)
-			if d == nil {
-				return fmt.Errorf("%w: no device at %q", verbs.ErrInvalidArg, a.Dest)
-			}
 			if a.DestQPN == 0 || a.DestQPN > 0xffffff {
 				return fmt.Errorf("%w: destination QPN %d", verbs.ErrInvalidArg, a.DestQPN)
 			}
-			q.dest, q.destQPN, q.destQP = d, a.DestQPN, nil
+			t, err := q.node.net.Resolve(a.Dest)
+			if err != nil {
+				return fmt.Errorf("%w: %v", verbs.ErrInvalidArg, err)
+			}
+			q.setDest(t)
+			q.destQPN, q.destQP = a.DestQPN, nil
+			q.epoch++
 		}
 		if a.MinRNRTimer > 0 {
 			q.minRNR = a.MinRNRTimer
@@ -245,13 +259,27 @@ func (q *QP) resetLocked() {
 		q.rq.mu.Unlock()
 	}
 	q.access.Store(0)
-	q.dest, q.destQP, q.destQPN = nil, nil, 0
+	q.setDest(nil)
+	q.destQP, q.destQPN = nil, 0
+	q.rnrHold = false
+}
+
+// setDest records the RC peer, local or remote.
+func (q *QP) setDest(t Target) {
+	q.dest, q.destNode, q.destLink = t, nil, nil
+	switch d := t.(type) {
+	case *Node:
+		q.destNode = d
+	case Link:
+		q.destLink = d
+	}
 }
 
 // errorLocked moves the QP to ERROR and flushes the deferred send requests
 // and the QP's own receives with StatusWRFlushErr completions.
 func (q *QP) errorLocked() {
 	q.state.Store(uint32(verbs.StateError))
+	q.rnrHold = false
 	for q.sq.len() > 0 {
 		e := q.sq.front()
 		q.completeLocked(&e.wr, e.seq, verbs.StatusWRFlushErr, 0)

@@ -39,7 +39,10 @@ func (s *sendQueue) init(depth, maxSGE, maxInline int) {
 
 func (s *sendQueue) len() int { return int(s.tail - s.head) }
 
-func (s *sendQueue) front() *sqEntry { return &s.ent[s.head%uint64(len(s.ent))] }
+func (s *sendQueue) front() *sqEntry { return s.at(s.head) }
+
+// at is the entry with absolute index i (head ≤ i < tail).
+func (s *sendQueue) at(i uint64) *sqEntry { return &s.ent[i%uint64(len(s.ent))] }
 
 func (s *sendQueue) pop() {
 	e := s.front()

@@ -156,7 +156,7 @@ func (f *Fabric) Nodes() []string {
 	return s
 }
 
-// Lookup implements nic.Network.
+// Lookup returns the node with the given address, or nil.
 func (f *Fabric) Lookup(address string) *nic.Node {
 	u, err := url.Parse(address)
 	if err != nil || u.Scheme != Scheme {
@@ -171,16 +171,32 @@ func (f *Fabric) Lookup(address string) *nic.Node {
 	return f.nodes[node]
 }
 
-// LookupID implements nic.Network.
+// LookupID returns the node with the given ID, or nil.
 func (f *Fabric) LookupID(id uint32) *nic.Node {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.byID[id]
 }
 
+// Resolve implements nic.Network.
+func (f *Fabric) Resolve(address string) (nic.Target, error) {
+	if n := f.Lookup(address); n != nil {
+		return n, nil
+	}
+	return nil, fmt.Errorf("no device at %q in fabric %q", address, f.name)
+}
+
+// ResolveID implements nic.Network.
+func (f *Fabric) ResolveID(id uint32) (nic.Target, error) {
+	if n := f.LookupID(id); n != nil {
+		return n, nil
+	}
+	return nil, fmt.Errorf("no device with id %d in fabric %q", id, f.name)
+}
+
 // Route implements nic.Network. With no fault injected it costs one atomic
 // load.
-func (f *Fabric) Route(from, to *nic.Node) nic.Route {
+func (f *Fabric) Route(from *nic.Node, to nic.Target) nic.Route {
 	if f.faults.Load() == 0 {
 		return nic.Route{}
 	}

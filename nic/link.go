@@ -1,0 +1,76 @@
+package nic
+
+import (
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// Link carries requests from this node to a node in another process; a
+// transport implements it. The responder's node answers each RC request
+// with one Response, which the transport hands to Node.HandleResponse.
+type Link interface {
+	// Address is the remote node's address.
+	Address() string
+	// Append queues one request for the wire. It is called with the
+	// posting QP's lock held and must not block on the network; the
+	// request's payload buffers are valid only during the call.
+	Append(r *Request) error
+	// Flush sends what Append queued (one doorbell). It is called without
+	// any QP lock held and may block while the network is congested.
+	Flush() error
+}
+
+// Request is a work request on the wire, as the requester sends it and
+// the responder's transport decodes it.
+type Request struct {
+	// SrcQPN is the requester's QP; Epoch counts its connections (it
+	// changes each time the QP is connected anew) and Seq numbers its
+	// requests.
+	SrcQPN uint32
+	Epoch  uint32
+	Seq    uint32
+	// DstQPN is the responder's QP.
+	DstQPN     uint32
+	Opcode     verbs.Opcode
+	Flags      verbs.SendFlags
+	RKey       uint32
+	RemoteAddr uint64
+	// Length is the READ length, or the payload length of WRITE and SEND.
+	Length uint32
+	Imm    uint32
+	QKey   uint32
+	Atomic verbs.AtomicArgs
+	// Payload holds the bytes of WRITE and SEND, in order.
+	Payload [][]byte
+}
+
+// ResponseKind says what a response means.
+type ResponseKind uint8
+
+// Response kinds.
+const (
+	// RespAck completes the request with Status (and Data for READ and
+	// atomics).
+	RespAck ResponseKind = iota
+	// RespRNR says the SEND or WRITE_WITH_IMM found no receive; the
+	// responder discards the QP's later requests until this one is sent
+	// again.
+	RespRNR
+)
+
+// Response answers one request.
+type Response struct {
+	Kind   ResponseKind
+	Status verbs.Status
+	// SrcQPN, Epoch and Seq echo the request's.
+	SrcQPN uint32
+	Epoch  uint32
+	Seq    uint32
+	// Data is the READ data or the atomic's original value.
+	Data []byte
+}
+
+// Responder writes responses for requests served by Node.Serve; the
+// transport implements it. Respond must copy Data before returning.
+type Responder interface {
+	Respond(r *Response)
+}

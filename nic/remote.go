@@ -1,0 +1,282 @@
+package nic
+
+import (
+	"time"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// The requester side toward a node in another process. Requests wait in
+// the send queue from post to response; those below sendNext are on the
+// wire. Responses arrive in order per QP. An RNR answer puts everything
+// from the oldest request on back to "unsent" and holds transmission for
+// MinRNRTimer (the responder discards the QP's requests until the retry
+// arrives: go-back-N, as RC does). A request the link cannot take, or a
+// local error found while building it, completes in order with its error.
+
+// queueRemote puts a request for a remote responder in the send queue; it
+// goes out with the next transmitLocked.
+func (q *QP) queueRemote(wr *verbs.SendWR, seq uint64) {
+	q.enqueue(wr, seq)
+}
+
+// sent is the index of the first request not on the wire.
+func (q *QP) sent() uint64 { return max(q.sendNext, q.sq.head) }
+
+// transmitLocked appends every unsent request to the link, in order, and
+// marks the link for flushing.
+func (q *QP) transmitLocked() {
+	if q.rnrHold || q.destLink == nil {
+		q.advanceLocked()
+		return
+	}
+	i := q.sent()
+	if i == q.sq.tail {
+		return
+	}
+	t := now()
+	for ; i < q.sq.tail; i++ {
+		e := q.sq.at(i)
+		if e.pre != verbs.StatusSuccess {
+			break
+		}
+		if st := q.appendRequest(q.destLink, e); st != verbs.StatusSuccess {
+			e.pre = st
+			break
+		}
+		e.start = t
+	}
+	if i > q.sent() {
+		q.addFlush(q.destLink)
+	}
+	q.sendNext = i
+	q.advanceLocked()
+}
+
+func (q *QP) addFlush(l Link) {
+	for _, x := range q.flushing {
+		if x == l {
+			return
+		}
+	}
+	q.flushing = append(q.flushing, l)
+}
+
+// appendRequest encodes one queued request onto the link.
+func (q *QP) appendRequest(l Link, e *sqEntry) verbs.Status {
+	wr := &e.wr
+	r := &q.req
+	*r = Request{
+		SrcQPN: q.qpn, Epoch: q.epoch, Seq: uint32(e.seq), DstQPN: q.destQPN,
+		Opcode: wr.Opcode, Flags: wr.Flags, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, Imm: wr.Imm,
+	}
+	nref := 0
+	switch wr.Opcode {
+	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
+		nbuf, nr, total, st := q.payload(wr, e.inline)
+		if st != verbs.StatusSuccess {
+			return st
+		}
+		nref = nr
+		r.Payload, r.Length = q.lbuf[:nbuf], uint32(total)
+	default:
+		n, st := q.resolveLocal(wr.SGL, true, false)
+		if st != verbs.StatusSuccess {
+			return st
+		}
+		var total uint64
+		for i := 0; i < n; i++ {
+			total += uint64(len(q.lbuf[i]))
+		}
+		q.releaseLocal(n)
+		r.Length = uint32(total)
+		if wr.Opcode.IsAtomic() {
+			if total != atomicSize(wr.Opcode, &wr.Atomic) {
+				return verbs.StatusLocLenErr
+			}
+			r.Atomic = wr.Atomic
+		}
+	}
+	err := l.Append(r)
+	q.releaseLocal(nref)
+	r.Payload = nil
+	if err != nil {
+		return verbs.StatusRetryExcErr
+	}
+	return verbs.StatusSuccess
+}
+
+// advanceLocked completes, in order, requests at the front that failed
+// before reaching the wire.
+func (q *QP) advanceLocked() {
+	for q.sq.len() > 0 {
+		e := q.sq.front()
+		if e.pre == verbs.StatusSuccess || q.sq.head < q.sent() {
+			return
+		}
+		wr, seq, st := e.wr, e.seq, e.pre
+		q.sq.pop()
+		q.completeLocked(&wr, seq, st, 0)
+	}
+}
+
+// sendDatagram sends a UD request to another process. Datagrams are not
+// acknowledged: it completes once handed to the link.
+func (q *QP) sendDatagram(wr *verbs.SendWR, seq uint64, l Link) {
+	r := &q.req
+	*r = Request{
+		SrcQPN: q.qpn, Seq: uint32(seq), DstQPN: wr.RemoteQPN, QKey: wr.RemoteQKey,
+		Opcode: wr.Opcode, Flags: wr.Flags, Imm: wr.Imm,
+	}
+	nbuf, nref, total, st := q.payload(wr, nil)
+	if st != verbs.StatusSuccess {
+		q.completeLocked(wr, seq, st, 0)
+		return
+	}
+	r.Payload, r.Length = q.lbuf[:nbuf], uint32(total)
+	if l.Append(r) == nil {
+		q.addFlush(l)
+	}
+	q.releaseLocal(nref)
+	r.Payload = nil
+	q.completeLocked(wr, seq, verbs.StatusSuccess, uint32(total))
+}
+
+// HandleResponse completes the request a response answers. Transports
+// call it from their reading goroutine.
+func (n *Node) HandleResponse(r *Response) {
+	q := n.qp(r.SrcQPN)
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	q.responseLocked(r)
+	q.mu.Unlock()
+}
+
+func (q *QP) responseLocked(r *Response) {
+	if q.destLink == nil || r.Epoch != q.epoch || q.sq.head >= q.sent() {
+		return
+	}
+	e := q.sq.front()
+	if uint32(e.seq) != r.Seq {
+		return // not the oldest request on the wire: stale
+	}
+	if r.Kind == RespRNR {
+		if e.rnrLeft == 0 {
+			wr, seq := e.wr, e.seq
+			q.sq.pop()
+			q.completeLocked(&wr, seq, verbs.StatusRNRRetryExcErr, 0)
+			return
+		}
+		if e.rnrLeft > 0 {
+			e.rnrLeft--
+		}
+		q.sendNext = q.sq.head
+		q.rnrHold = true
+		q.rnrDue = now() + q.minRNR
+		if !q.running {
+			q.running = true
+			go q.retransmit()
+		}
+		return
+	}
+	st, nbytes := r.Status, uint32(0)
+	if st == verbs.StatusSuccess {
+		st, nbytes = q.land(e, r.Data)
+	}
+	wr, seq := e.wr, e.seq
+	q.sq.pop()
+	q.completeLocked(&wr, seq, st, nbytes)
+	q.advanceLocked()
+}
+
+// land stores a successful response's data: READ bytes or an atomic's
+// original value into the local scatter list.
+func (q *QP) land(e *sqEntry, data []byte) (verbs.Status, uint32) {
+	wr := &e.wr
+	switch wr.Opcode {
+	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
+		if e.inline != nil {
+			return verbs.StatusSuccess, uint32(len(e.inline))
+		}
+		return verbs.StatusSuccess, uint32(wr.Length())
+	}
+	n, st := q.resolveLocal(wr.SGL, true, false)
+	if st != verbs.StatusSuccess {
+		return st, 0
+	}
+	defer q.releaseLocal(n)
+	var total uint64
+	for i := 0; i < n; i++ {
+		total += uint64(len(q.lbuf[i]))
+	}
+	if uint64(len(data)) != total {
+		return verbs.StatusBadRespErr, 0
+	}
+	scatter(q.lbuf[:n], data)
+	return verbs.StatusSuccess, uint32(total)
+}
+
+// retransmit sends the held requests again once the RNR timer expires.
+func (q *QP) retransmit() {
+	q.mu.Lock()
+	for q.rnrHold && q.State() == verbs.StateRTS {
+		if d := q.rnrDue - now(); d > 0 {
+			q.mu.Unlock()
+			time.Sleep(d)
+			q.mu.Lock()
+			continue
+		}
+		q.rnrHold = false
+		q.transmitLocked()
+	}
+	q.running = false
+	links := append([]Link(nil), q.flushing...)
+	clear(q.flushing)
+	q.flushing = q.flushing[:0]
+	q.mu.Unlock()
+	for _, l := range links {
+		l.Flush()
+	}
+}
+
+// Expire fails the oldest request on the wire of every QP whose responder
+// has not answered within the QP's retry budget (RETRY_EXC_ERR). A
+// transport calls it periodically.
+func (n *Node) Expire() {
+	t := now()
+	for _, q := range *n.qps.Load() {
+		if q.typ != verbs.RC {
+			continue
+		}
+		q.mu.Lock()
+		if q.destLink != nil && q.sq.head < q.sent() && !q.rnrHold && t-q.sq.front().start > q.retryBudget {
+			q.failFrontLocked(verbs.StatusRetryExcErr)
+		}
+		q.mu.Unlock()
+	}
+}
+
+// LinkDown fails every QP whose responder is behind a link that broke: the
+// oldest outstanding request completes with RETRY_EXC_ERR and the QP
+// moves to ERROR, flushing the rest.
+func (n *Node) LinkDown(l Link) {
+	for _, q := range *n.qps.Load() {
+		q.mu.Lock()
+		if q.destLink == l && q.sq.len() > 0 {
+			q.failFrontLocked(verbs.StatusRetryExcErr)
+		}
+		q.mu.Unlock()
+	}
+}
+
+func (q *QP) failFrontLocked(st verbs.Status) {
+	e := q.sq.front()
+	wr, seq := e.wr, e.seq
+	q.sq.pop()
+	q.completeLocked(&wr, seq, st, 0)
+}
+
+// ExpireEvery is how often a transport should call Node.Expire.
+const ExpireEvery = time.Millisecond
