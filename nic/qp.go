@@ -42,7 +42,7 @@ type QP struct {
 	destQPN     uint32
 	destQP      *QP
 	epoch       uint32 // counts connections: Modify to RTR starts a new one
-	rnrRetry    int // -1 forever
+	rnrRetry    int    // -1 forever
 	minRNR      time.Duration
 	retryBudget time.Duration
 
