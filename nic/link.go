@@ -37,8 +37,10 @@ type Request struct {
 	// Length is the READ length, or the payload length of WRITE and SEND.
 	Length uint32
 	Imm    uint32
-	QKey   uint32
-	Atomic verbs.AtomicArgs
+	// Datagram marks a UD SEND: QKey applies and no response follows.
+	Datagram bool
+	QKey     uint32
+	Atomic   verbs.AtomicArgs
 	// Payload holds the bytes of WRITE and SEND, in order.
 	Payload [][]byte
 }

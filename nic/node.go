@@ -75,6 +75,7 @@ var DefaultAttr = verbs.DeviceAttr{
 	MaxCQE:            1 << 22,
 	MaxInlineData:     1024,
 	MTU:               4096,
+	MaxMsgSize:        1 << 31,
 	MaskedAtomicSizes: 8 | 16 | 32,
 }
 
@@ -120,6 +121,9 @@ func NewNode(c Config) *Node {
 	}
 	if c.Attr.MTU != 0 {
 		a.MTU = c.Attr.MTU
+	}
+	if c.Attr.MaxMsgSize != 0 {
+		a.MaxMsgSize = c.Attr.MaxMsgSize
 	}
 	if c.Attr.MaskedAtomicSizes != 0 {
 		a.MaskedAtomicSizes = c.Attr.MaskedAtomicSizes

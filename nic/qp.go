@@ -126,6 +126,7 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 			MaxSGE:            c.MaxSendSGE,
 			MaxInlineData:     c.MaxInlineData,
 			MTU:               at.MTU,
+			MaxMsgSize:        at.MaxMsgSize,
 			MaskedAtomicSizes: at.MaskedAtomicSizes,
 		},
 		rnrRetry:    verbs.DefaultRNRRetry,

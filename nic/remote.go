@@ -125,7 +125,7 @@ func (q *QP) advanceLocked() {
 func (q *QP) sendDatagram(wr *verbs.SendWR, seq uint64, l Link) {
 	r := &q.req
 	*r = Request{
-		SrcQPN: q.qpn, Seq: uint32(seq), DstQPN: wr.RemoteQPN, QKey: wr.RemoteQKey,
+		SrcQPN: q.qpn, Seq: uint32(seq), DstQPN: wr.RemoteQPN, QKey: wr.RemoteQKey, Datagram: true,
 		Opcode: wr.Opcode, Flags: wr.Flags, Imm: wr.Imm,
 	}
 	nbuf, nref, total, st := q.payload(wr, nil)

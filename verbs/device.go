@@ -18,6 +18,8 @@ type DeviceAttr struct {
 	MaxInlineData int
 	// MTU is the largest UD message in bytes (excluding the GRH).
 	MTU int
+	// MaxMsgSize is the largest RC message (SEND, WRITE or READ) in bytes.
+	MaxMsgSize uint64
 	// MaskedAtomicSizes is a bitmask of supported masked atomic sizes:
 	// bit 3 = 8 bytes, bit 4 = 16 bytes, bit 5 = 32 bytes.
 	MaskedAtomicSizes uint32

@@ -9,6 +9,7 @@ type Limits struct {
 	MaxSGE            int
 	MaxInlineData     int
 	MTU               int
+	MaxMsgSize        uint64 // zero means 2 GiB
 	MaskedAtomicSizes uint32
 	// Extra are the flags beyond this package's that the provider
 	// implements (e.g. PRISM's); others are rejected.
@@ -54,8 +55,12 @@ func ValidateSend(wr *SendWR, l *Limits) error {
 			return fmt.Errorf("%w: %d > %d bytes", ErrInlineTooLarge, n, l.MaxInlineData)
 		}
 	}
-	if n > 1<<31 {
-		return fmt.Errorf("%w: message of %d bytes exceeds 2 GiB", ErrInvalidArg, n)
+	maxMsg := l.MaxMsgSize
+	if maxMsg == 0 || maxMsg > 1<<31 {
+		maxMsg = 1 << 31
+	}
+	if n > maxMsg {
+		return fmt.Errorf("%w: message of %d bytes exceeds the device's %d", ErrInvalidArg, n, maxMsg)
 	}
 	switch wr.Opcode {
 	case OpAtomicCmpAndSwp, OpAtomicFetchAndAdd:

@@ -381,3 +381,16 @@ func zero(t testing.TB, what string, b []byte) {
 		}
 	}
 }
+
+// checkSource asserts that a receive's SrcID names the sending device: an
+// address handle made from the completion reaches the sender.
+func checkSource(t testing.TB, pd verbs.PD, wc *verbs.WC, sender verbs.Device) {
+	t.Helper()
+	ah, err := pd.CreateAHFromWC(wc)
+	if err != nil {
+		t.Fatalf("CreateAHFromWC(%+v): %v", wc, err)
+	}
+	if ah.Address() != sender.Address() {
+		t.Fatalf("receive's SrcID %d names %q, want the sender %q", wc.SrcID, ah.Address(), sender.Address())
+	}
+}

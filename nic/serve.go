@@ -1,0 +1,130 @@
+package nic
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// Session is the responder side of one link from another process: the
+// soft NIC that executes the link's requests against this node's memory
+// without the application. A transport creates one per incoming
+// connection and calls Serve from a single goroutine, in arrival order.
+type Session struct {
+	node   *Node
+	peerID uint32
+	qps    map[uint32]*reqState // by requester QPN
+	sc     scratch
+	resp   Response
+	word   [32]byte
+	held   *MR // the region a READ response points into
+}
+
+// reqState is what the responder remembers of one requester QP: its
+// current connection and whether its requests are being discarded.
+type reqState struct {
+	epoch uint32
+	mode  uint8
+	wait  uint32 // the sequence number to resume at, in modeWait
+}
+
+const (
+	modeNormal = iota
+	modeWait   // an RNR was answered: discard until the retry of seq wait
+	modeDead   // an error was answered: discard everything of this epoch
+)
+
+// NewSession creates the responder for a link whose requester the node
+// knows as peerID (it becomes WC.SrcID of the receives it causes).
+func (n *Node) NewSession(peerID uint32) *Session {
+	return &Session{node: n, peerID: peerID, qps: map[uint32]*reqState{}}
+}
+
+// Serve executes one request and answers it through w, unless it is a
+// datagram (no answer) or a request the responder discards (a later one
+// of a QP waiting for an RNR retry, or after an error).
+func (s *Session) Serve(r *Request, w Responder) {
+	src := source{qpn: r.SrcQPN, id: s.peerID}
+	if r.Datagram {
+		if r.Opcode == verbs.OpSend || r.Opcode == verbs.OpSendWithImm {
+			deliverUD(s.node, &s.sc, src, r.DstQPN, r.QKey, r.Opcode, r.Flags, r.Imm, r.Payload, uint64(r.Length))
+		}
+		return
+	}
+	st := s.qps[r.SrcQPN]
+	if st == nil {
+		st = &reqState{epoch: r.Epoch}
+		s.qps[r.SrcQPN] = st
+	}
+	if r.Epoch != st.epoch {
+		if r.Epoch < st.epoch && st.epoch-r.Epoch < 1<<31 {
+			return // a request of an older connection of the QP
+		}
+		*st = reqState{epoch: r.Epoch}
+	}
+	switch st.mode {
+	case modeDead:
+		return
+	case modeWait:
+		if r.Seq != st.wait {
+			return
+		}
+		st.mode = modeNormal
+	}
+	resp := &s.resp
+	*resp = Response{SrcQPN: r.SrcQPN, Epoch: r.Epoch, Seq: r.Seq}
+	status, rnr := s.execute(r, src, resp)
+	if rnr {
+		st.mode, st.wait = modeWait, r.Seq
+		resp.Kind = RespRNR
+	} else if status != verbs.StatusSuccess {
+		st.mode = modeDead
+	}
+	resp.Status = status
+	w.Respond(resp)
+	if s.held != nil {
+		s.held.release()
+		s.held = nil
+	}
+	resp.Data = nil
+}
+
+func (s *Session) execute(r *Request, src source, resp *Response) (verbs.Status, bool) {
+	dq := s.node.qp(r.DstQPN)
+	if dq == nil || dq.typ != verbs.RC || !receiving(dq) {
+		return verbs.StatusRetryExcErr, false
+	}
+	switch r.Opcode {
+	case verbs.OpRead:
+		if r.Length == 0 {
+			resp.Data = s.word[:0]
+			return verbs.StatusSuccess, false
+		}
+		m, b, st := resolveRemote(dq, r.RKey, r.RemoteAddr, uint64(r.Length), verbs.AccessRemoteRead)
+		if st != verbs.StatusSuccess {
+			return st, false
+		}
+		if r.Length == 8 && r.RemoteAddr&7 == 0 {
+			binary.NativeEndian.PutUint64(s.word[:8], atomic.LoadUint64(word(b)))
+			m.release()
+			resp.Data = s.word[:8]
+			return verbs.StatusSuccess, false
+		}
+		s.held = m // until Respond has copied the bytes
+		resp.Data = b
+		return verbs.StatusSuccess, false
+	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
+		return respond(dq, &s.sc, src, r.Opcode, r.Flags, r.RKey, r.RemoteAddr, r.Imm, r.Payload, uint64(r.Length))
+	case verbs.OpAtomicCmpAndSwp, verbs.OpAtomicFetchAndAdd, verbs.OpMaskedCmpAndSwp, verbs.OpMaskedFetchAndAdd:
+		var orig [4]uint64
+		if st := respondAtomic(dq, r.Opcode, &r.Atomic, r.RKey, r.RemoteAddr, &orig); st != verbs.StatusSuccess {
+			return st, false
+		}
+		out := s.word[:atomicSize(r.Opcode, &r.Atomic)]
+		putWords(out, &orig)
+		resp.Data = out
+		return verbs.StatusSuccess, false
+	}
+	return verbs.StatusRemInvReqErr, false
+}

@@ -1,0 +1,298 @@
+// Package tcp is rdmakit's cross-host transport: a soft NIC at every node
+// executes the one-sided operations and deliveries its peers send over TCP,
+// without the application's goroutines (the design of PRISM's software
+// prototype and of Google's Snap). Devices are tcp://HOST:PORT; the wire
+// protocol is specified in docs/wire.md.
+package tcp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmakit/rdmakit/nic"
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// Scheme is the URI scheme of tcp devices.
+const Scheme = "tcp"
+
+func init() { verbs.Register(provider{}) }
+
+type provider struct{}
+
+func (provider) Scheme() string { return Scheme }
+
+// Open opens tcp://HOST:PORT: a device whose soft NIC listens on
+// HOST:PORT (port 0 picks a free one; Address() reports it). Query
+// parameters:
+//
+//	token=SECRET      shared auth token: peers must present the same one
+//	advertise=H:P     the address peers should dial, when HOST is 0.0.0.0
+//	dial_timeout=D    connection and handshake timeout (default 5s)
+//	keepalive=D       ping interval on idle links (default 1s); a link
+//	                  silent for 5 intervals is declared dead
+func (provider) Open(u *url.URL) (verbs.Device, error) {
+	if u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return nil, fmt.Errorf("%w: want tcp://HOST:PORT, got %q", verbs.ErrBadURI, u.String())
+	}
+	opts := options{dialTimeout: 5 * time.Second, keepalive: time.Second}
+	q := u.Query()
+	opts.token = q.Get("token")
+	for name, dst := range map[string]*time.Duration{"dial_timeout": &opts.dialTimeout, "keepalive": &opts.keepalive} {
+		if v := q.Get(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("%w: %s=%q", verbs.ErrBadURI, name, v)
+			}
+			*dst = d
+		}
+	}
+	return listen(u.Host, q.Get("advertise"), opts)
+}
+
+type options struct {
+	token       string
+	dialTimeout time.Duration
+	keepalive   time.Duration
+}
+
+// device is a tcp node: a nic.Node, the listener its soft NIC serves on,
+// and the links it dialed.
+type device struct {
+	*nic.Node
+	node *nic.Node
+	opts options
+	ln   net.Listener
+
+	mu     sync.Mutex
+	links  map[string]*link  // by peer address
+	peers  map[uint32]string // accepted peers by id: their device address
+	nextID uint32
+	conns  map[net.Conn]struct{}
+
+	closed   atomic.Bool
+	refused  atomic.Int64
+	wg       sync.WaitGroup
+	stop     chan struct{}
+	stopOnce sync.Once
+}
+
+func listen(hostport, advertise string, opts options) (*device, error) {
+	ln, err := net.Listen("tcp", hostport)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: listen %s: %w", hostport, err)
+	}
+	adv := ln.Addr().String()
+	if advertise != "" {
+		if _, _, err := net.SplitHostPort(advertise); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("%w: advertise=%q", verbs.ErrBadURI, advertise)
+		}
+		adv = advertise
+	} else if h, p, _ := net.SplitHostPort(adv); net.ParseIP(h).IsUnspecified() {
+		adv = net.JoinHostPort("127.0.0.1", p)
+	}
+	d := &device{
+		opts:  opts,
+		ln:    ln,
+		links: map[string]*link{},
+		peers: map[uint32]string{},
+		conns: map[net.Conn]struct{}{},
+		stop:  make(chan struct{}),
+	}
+	d.node = nic.NewNode(nic.Config{
+		Address:   Scheme + "://" + adv,
+		ID:        0,
+		Transport: Scheme,
+		Network:   d,
+		Attr:      verbs.DeviceAttr{MaxMsgSize: MaxMessage, MTU: 4096},
+		OnClose:   d.shutdown,
+	})
+	d.Node = d.node
+	d.wg.Add(2)
+	go d.accept()
+	go d.tick()
+	return d, nil
+}
+
+// Refused counts connections the device refused (bad hello, token,
+// version or a malformed frame).
+func (d *device) Refused() int64 { return d.refused.Load() }
+
+// Resolve implements nic.Network: the device itself, or a link to the
+// peer, dialed on first use.
+func (d *device) Resolve(address string) (nic.Target, error) {
+	if address == d.node.Address() {
+		return d.node, nil
+	}
+	u, err := url.Parse(address)
+	if err != nil || u.Scheme != Scheme || u.Host == "" {
+		return nil, fmt.Errorf("%w: %q is not a tcp device address", verbs.ErrBadURI, address)
+	}
+	d.mu.Lock()
+	if l := d.links[address]; l != nil && !l.isDead() {
+		d.mu.Unlock()
+		return l, nil
+	}
+	d.mu.Unlock()
+	if d.closed.Load() {
+		return nil, verbs.ErrClosed
+	}
+	l, err := dial(d, address, u.Host)
+	if errors.Is(err, ErrRejected) || errors.Is(err, ErrProtocol) {
+		return nil, err
+	}
+	if err != nil {
+		// Unreachable now: as with ibverbs, connecting a QP succeeds and its
+		// requests fail with RETRY_EXC_ERR. The next Resolve dials again.
+		return deadLink(d, address, err), nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if old := d.links[address]; old != nil && !old.isDead() {
+		go l.fail(fmt.Errorf("duplicate link"))
+		return old, nil
+	}
+	d.links[address] = l
+	return l, nil
+}
+
+// ResolveID implements nic.Network: the peer that sent a receive.
+func (d *device) ResolveID(id uint32) (nic.Target, error) {
+	d.mu.Lock()
+	a, ok := d.peers[id]
+	d.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("no peer with id %d", id)
+	}
+	return d.Resolve(a)
+}
+
+// Route implements nic.Network. TCP injects no faults: a path is up.
+func (d *device) Route(*nic.Node, nic.Target) nic.Route { return nic.Route{} }
+
+func (d *device) addPeer(address string) uint32 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, a := range d.peers {
+		if a == address {
+			return id
+		}
+	}
+	d.nextID++
+	d.peers[d.nextID] = address
+	return d.nextID
+}
+
+func (d *device) forget(l *link) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.links[l.address] == l {
+		delete(d.links, l.address)
+	}
+}
+
+func (d *device) track(c net.Conn) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed.Load() {
+		return false
+	}
+	d.conns[c] = struct{}{}
+	return true
+}
+
+func (d *device) untrack(c net.Conn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.conns, c)
+}
+
+// tick expires unanswered requests and keeps idle links alive.
+func (d *device) tick() {
+	defer d.wg.Done()
+	t := time.NewTicker(nic.ExpireEvery)
+	defer t.Stop()
+	var nonce uint64
+	lastPing := time.Now()
+	for {
+		select {
+		case <-d.stop:
+			return
+		case now := <-t.C:
+			d.node.Expire()
+			if now.Sub(lastPing) < d.opts.keepalive {
+				continue
+			}
+			lastPing = now
+			d.mu.Lock()
+			links := make([]*link, 0, len(d.links))
+			for _, l := range d.links {
+				links = append(links, l)
+			}
+			d.mu.Unlock()
+			for _, l := range links {
+				if now.UnixNano()-l.lastRecv.Load() > int64(5*d.opts.keepalive) {
+					l.fail(fmt.Errorf("no answer for %v", 5*d.opts.keepalive))
+					continue
+				}
+				nonce++
+				l.send(appendPing(nil, framePing, nonce))
+			}
+		}
+	}
+}
+
+// shutdown runs when the device closes: the listener, the links and the
+// served connections close.
+func (d *device) shutdown() {
+	d.closed.Store(true)
+	d.stopOnce.Do(func() { close(d.stop) })
+	d.ln.Close()
+	d.mu.Lock()
+	links := make([]*link, 0, len(d.links))
+	for _, l := range d.links {
+		links = append(links, l)
+	}
+	for c := range d.conns {
+		c.Close()
+	}
+	d.mu.Unlock()
+	for _, l := range links {
+		l.fail(verbs.ErrClosed)
+	}
+	d.wg.Wait()
+}
+
+// Crash simulates the death of a tcp device's process: its QPs move to
+// ERROR and flush into its CQs (which stay pollable), and its listener,
+// links and served connections close at once, so its peers' requests fail
+// with RETRY_EXC_ERR. The device cannot be used afterwards except to poll
+// and Close.
+func Crash(dev verbs.Device) error {
+	d, ok := dev.(*device)
+	if !ok {
+		return fmt.Errorf("%w: %T is not a tcp device", verbs.ErrInvalidArg, dev)
+	}
+	d.node.Crash()
+	d.mu.Lock()
+	links := make([]*link, 0, len(d.links))
+	for _, l := range d.links {
+		links = append(links, l)
+	}
+	for c := range d.conns {
+		c.Close()
+	}
+	d.mu.Unlock()
+	d.closed.Store(true)
+	d.ln.Close()
+	for _, l := range links {
+		l.fail(fmt.Errorf("device crashed"))
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package tcp
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmakit/rdmakit/nic"
+)
+
+// maxPending bounds the bytes queued on a link and not yet written: a
+// poster whose flush finds more waits for the network (back-pressure).
+const maxPending = 4 << 20
+
+// link is a connection this device dialed to another node: its requests
+// go out on it and the responses come back on it. It implements nic.Link.
+type link struct {
+	dev     *device
+	address string // the peer's device address
+	conn    net.Conn
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	out     []byte
+	spare   []byte
+	writing bool
+	dead    bool
+	err     error
+
+	lastRecv atomic.Int64 // unix nanoseconds of the last frame received
+	done     chan struct{}
+}
+
+var _ nic.Link = (*link)(nil)
+
+// dial connects to the device at address (tcp://host:port) and performs
+// the handshake.
+func dial(d *device, address, hostport string) (*link, error) {
+	c, err := net.DialTimeout("tcp", hostport, d.opts.dialTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: dial %s: %w", address, err)
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	c.SetDeadline(time.Now().Add(d.opts.dialTimeout))
+	msg := appendHello(nil, &hello{version: Version, address: d.node.Address(), token: d.opts.token})
+	if _, err := c.Write(msg); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("tcp: handshake with %s: %w", address, err)
+	}
+	fr := newFrameReader(c, 64<<10, maxFrame)
+	typ, body, err := fr.next()
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("tcp: handshake with %s: %w", address, err)
+	}
+	switch typ {
+	case frameWelcome:
+		w, err := decodeWelcome(body)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		if w.version != Version {
+			c.Close()
+			return nil, fmt.Errorf("%w: %s speaks version %d", ErrProtocol, address, w.version)
+		}
+	case frameReject:
+		code, reason, _ := decodeReject(body)
+		c.Close()
+		return nil, fmt.Errorf("%w by %s: %s (code %d)", ErrRejected, address, reason, code)
+	default:
+		c.Close()
+		return nil, fmt.Errorf("%w: %s answered the hello with frame type %d", ErrProtocol, address, typ)
+	}
+	c.SetDeadline(time.Time{})
+	l := &link{dev: d, address: address, conn: c, done: make(chan struct{})}
+	l.cond.L = &l.mu
+	l.lastRecv.Store(time.Now().UnixNano())
+	go l.read(fr)
+	return l, nil
+}
+
+// deadLink is a link to a peer that could not be reached: every request
+// on it fails with RETRY_EXC_ERR.
+func deadLink(d *device, address string, err error) *link {
+	l := &link{dev: d, address: address, dead: true, err: err, done: make(chan struct{})}
+	l.cond.L = &l.mu
+	close(l.done)
+	return l
+}
+
+// Address implements nic.Link.
+func (l *link) Address() string { return l.address }
+
+// Append implements nic.Link: it encodes the request into the pending
+// buffer; it never blocks on the network.
+func (l *link) Append(r *nic.Request) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dead {
+		return l.err
+	}
+	l.out = appendRequest(l.out, r)
+	return nil
+}
+
+// Flush implements nic.Link: the first caller to find no write in
+// progress writes everything pending (its own requests and whatever other
+// posters queued meanwhile); the others return at once. A caller waits
+// only while more than maxPending bytes are queued.
+func (l *link) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for !l.writing && len(l.out) > 0 && !l.dead {
+		l.writing = true
+		buf := l.out
+		l.out = l.spare[:0]
+		l.mu.Unlock()
+		_, err := l.conn.Write(buf)
+		l.mu.Lock()
+		l.spare = buf[:0]
+		l.writing = false
+		l.cond.Broadcast()
+		if err != nil {
+			l.mu.Unlock()
+			l.fail(err)
+			l.mu.Lock()
+		}
+	}
+	for len(l.out) > maxPending && !l.dead {
+		l.cond.Wait()
+	}
+	return l.err
+}
+
+// send queues and flushes a control frame.
+func (l *link) send(b []byte) {
+	l.mu.Lock()
+	if !l.dead {
+		l.out = append(l.out, b...)
+	}
+	l.mu.Unlock()
+	l.Flush()
+}
+
+// read delivers responses until the connection ends.
+func (l *link) read(fr *frameReader) {
+	var resp nic.Response
+	for {
+		typ, body, err := fr.next()
+		if err != nil {
+			l.fail(err)
+			return
+		}
+		l.lastRecv.Store(time.Now().UnixNano())
+		switch typ {
+		case frameResp:
+			if err := decodeResponse(body, &resp); err != nil {
+				l.fail(err)
+				return
+			}
+			l.dev.node.HandleResponse(&resp)
+		case framePong:
+		default:
+			l.fail(fmt.Errorf("%w: frame type %d from %s", ErrProtocol, typ, l.address))
+			return
+		}
+	}
+}
+
+// fail closes the link once: every QP behind it fails its outstanding
+// requests with RETRY_EXC_ERR, and the device forgets it so the next
+// connection to the peer dials anew.
+func (l *link) fail(err error) {
+	l.mu.Lock()
+	if l.dead {
+		l.mu.Unlock()
+		return
+	}
+	l.dead = true
+	l.err = fmt.Errorf("tcp: link to %s: %w", l.address, err)
+	l.cond.Broadcast()
+	l.mu.Unlock()
+	close(l.done)
+	l.conn.Close()
+	l.dev.forget(l)
+	if !l.dev.closed.Load() {
+		slog.Debug("tcp link down", "peer", l.address, "err", err)
+	}
+	l.dev.node.LinkDown(l)
+}
+
+func (l *link) isDead() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dead
+}
