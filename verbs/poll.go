@@ -19,7 +19,7 @@ type PollPolicy struct {
 // Polling policies.
 var (
 	// PollAdaptive spins briefly, yields a while, then parks: the default.
-	PollAdaptive = PollPolicy{Spin: 64, Yield: 256, Park: true}
+	PollAdaptive = PollPolicy{Spin: 64, Yield: 16, Park: true}
 	// PollBusy spins, yielding the processor between polls, and never
 	// parks: lowest latency, one core per poller.
 	PollBusy = PollPolicy{Spin: 1 << 30, Yield: 0, Park: false}
