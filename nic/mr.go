@@ -17,6 +17,7 @@ import (
 // MR is a memory region allocated with mmap, off the Go heap.
 type MR struct {
 	pd     *PD
+	fd     int // the memfd behind the region, or -1
 	buf    []byte
 	addr   uint64
 	lkey   uint32
@@ -50,6 +51,12 @@ func (m *MR) RKey() uint32 { return m.rkey }
 
 // Access implements verbs.MR.
 func (m *MR) Access() verbs.Access { return m.access }
+
+// FD returns the memfd holding the region's memory, or -1 when the node
+// maps anonymous memory (Config.MemFD). Another process that maps the fd
+// (MAP_SHARED, from offset 0) sees the same bytes. The fd stays owned by
+// the region and closes at Deregister.
+func (m *MR) FD() int { return m.fd }
 
 // PD returns the region's protection domain.
 func (m *MR) PD() *PD { return m.pd }
@@ -93,6 +100,10 @@ func (m *MR) Deregister() error {
 	m.pd.mrs.Add(-1)
 	err := unix.Munmap(m.buf[:cap(m.buf)])
 	m.buf = nil
+	if m.fd >= 0 {
+		unix.Close(m.fd)
+		m.fd = -1
+	}
 	if err != nil {
 		return fmt.Errorf("verbs: munmap: %w", err)
 	}
@@ -108,12 +119,30 @@ func allocMR(pd *PD, size int, access verbs.Access) (*MR, error) {
 	}
 	page := unix.Getpagesize()
 	mapped := (size + page - 1) / page * page
-	buf, err := unix.Mmap(-1, 0, mapped, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	fd := -1
+	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
+	if pd.node.memfd {
+		var err error
+		fd, err = unix.MemfdCreate("rdmakit-mr", unix.MFD_CLOEXEC)
+		if err != nil {
+			return nil, fmt.Errorf("%w: memfd_create: %v", verbs.ErrNoMemory, err)
+		}
+		if err := unix.Ftruncate(fd, int64(mapped)); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("%w: ftruncate memfd to %d bytes: %v", verbs.ErrNoMemory, mapped, err)
+		}
+		flags = unix.MAP_SHARED
+	}
+	buf, err := unix.Mmap(fd, 0, mapped, unix.PROT_READ|unix.PROT_WRITE, flags)
 	if err != nil {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
 		return nil, fmt.Errorf("%w: mmap %d bytes: %v", verbs.ErrNoMemory, mapped, err)
 	}
 	m := &MR{
 		pd:     pd,
+		fd:     fd,
 		buf:    buf[:size:mapped],
 		addr:   uint64(uintptr(unsafe.Pointer(&buf[0]))),
 		access: access,

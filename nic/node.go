@@ -65,6 +65,9 @@ type Config struct {
 	Attr verbs.DeviceAttr
 	// OnClose, if set, runs once when the node is closed.
 	OnClose func()
+	// MemFD backs every memory region with a memfd (MR.FD) that other
+	// processes can map, instead of anonymous memory.
+	MemFD bool
 }
 
 // DefaultAttr are the capabilities of a software node.
@@ -96,6 +99,11 @@ type Node struct {
 	srqs    map[*SRQ]struct{}
 	closed  atomic.Bool
 	onClose func()
+	memfd   bool
+
+	sessMu   sync.Mutex
+	sessions map[*Session]struct{}
+	retired  Stats // counts of closed sessions
 }
 
 var _ verbs.Device = (*Node)(nil)
@@ -129,16 +137,18 @@ func NewNode(c Config) *Node {
 		a.MaskedAtomicSizes = c.Attr.MaskedAtomicSizes
 	}
 	n := &Node{
-		addr:    c.Address,
-		id:      c.ID,
-		attr:    a,
-		net:     c.Network,
-		keys:    newKeyTable(),
-		nextQPN: 0x100 + (random32() & 0xffff),
-		pds:     map[*PD]struct{}{},
-		cqs:     map[*CQ]struct{}{},
-		srqs:    map[*SRQ]struct{}{},
-		onClose: c.OnClose,
+		addr:     c.Address,
+		id:       c.ID,
+		attr:     a,
+		net:      c.Network,
+		keys:     newKeyTable(),
+		nextQPN:  0x100 + (random32() & 0xffff),
+		pds:      map[*PD]struct{}{},
+		cqs:      map[*CQ]struct{}{},
+		srqs:     map[*SRQ]struct{}{},
+		onClose:  c.OnClose,
+		memfd:    c.MemFD,
+		sessions: map[*Session]struct{}{},
 	}
 	m := map[uint32]*QP{}
 	n.qps.Store(&m)

@@ -19,6 +19,7 @@ type Session struct {
 	resp   Response
 	word   [32]byte
 	held   *MR // the region a READ response points into
+	stats  sessionStats
 }
 
 // reqState is what the responder remembers of one requester QP: its
@@ -37,8 +38,13 @@ const (
 
 // NewSession creates the responder for a link whose requester the node
 // knows as peerID (it becomes WC.SrcID of the receives it causes).
+// Close it when the link ends.
 func (n *Node) NewSession(peerID uint32) *Session {
-	return &Session{node: n, peerID: peerID, qps: map[uint32]*reqState{}}
+	s := &Session{node: n, peerID: peerID, qps: map[uint32]*reqState{}}
+	n.sessMu.Lock()
+	n.sessions[s] = struct{}{}
+	n.sessMu.Unlock()
+	return s
 }
 
 // Serve executes one request and answers it through w, unless it is a
@@ -49,6 +55,7 @@ func (s *Session) Serve(r *Request, w Responder) {
 	if r.Datagram {
 		if r.Opcode == verbs.OpSend || r.Opcode == verbs.OpSendWithImm {
 			deliverUD(s.node, &s.sc, src, r.DstQPN, r.QKey, r.Opcode, r.Flags, r.Imm, r.Payload, uint64(r.Length))
+			s.stats.count(r.Opcode, r.Length, verbs.StatusSuccess, false)
 		}
 		return
 	}
@@ -82,6 +89,7 @@ func (s *Session) Serve(r *Request, w Responder) {
 		st.mode = modeDead
 	}
 	resp.Status = status
+	s.stats.count(r.Opcode, r.Length, status, rnr)
 	w.Respond(resp)
 	if s.held != nil {
 		s.held.release()

@@ -36,6 +36,8 @@ func (provider) Scheme() string { return Scheme }
 //	dial_timeout=D    connection and handshake timeout (default 5s)
 //	keepalive=D       ping interval on idle links (default 1s); a link
 //	                  silent for 5 intervals is declared dead
+//	memfd=1           back memory regions with memfds other processes can
+//	                  map (nic.MR.FD), e.g. for inspection by a test
 func (provider) Open(u *url.URL) (verbs.Device, error) {
 	if u.Host == "" || (u.Path != "" && u.Path != "/") {
 		return nil, fmt.Errorf("%w: want tcp://HOST:PORT, got %q", verbs.ErrBadURI, u.String())
@@ -43,6 +45,13 @@ func (provider) Open(u *url.URL) (verbs.Device, error) {
 	opts := options{dialTimeout: 5 * time.Second, keepalive: time.Second}
 	q := u.Query()
 	opts.token = q.Get("token")
+	switch q.Get("memfd") {
+	case "", "0", "false":
+	case "1", "true":
+		opts.memfd = true
+	default:
+		return nil, fmt.Errorf("%w: memfd=%q", verbs.ErrBadURI, q.Get("memfd"))
+	}
 	for name, dst := range map[string]*time.Duration{"dial_timeout": &opts.dialTimeout, "keepalive": &opts.keepalive} {
 		if v := q.Get(name); v != "" {
 			d, err := time.ParseDuration(v)
@@ -56,6 +65,7 @@ func (provider) Open(u *url.URL) (verbs.Device, error) {
 }
 
 type options struct {
+	memfd       bool
 	token       string
 	dialTimeout time.Duration
 	keepalive   time.Duration
@@ -112,6 +122,7 @@ func listen(hostport, advertise string, opts options) (*device, error) {
 		Network:   d,
 		Attr:      verbs.DeviceAttr{MaxMsgSize: MaxMessage, MTU: 4096},
 		OnClose:   d.shutdown,
+		MemFD:     opts.memfd,
 	})
 	d.Node = d.node
 	d.wg.Add(2)
@@ -295,4 +306,14 @@ func Crash(dev verbs.Device) error {
 		l.fail(fmt.Errorf("device crashed"))
 	}
 	return nil
+}
+
+// Stats returns the counters of a tcp device's soft NIC (see nic.Stats)
+// and how many connections it refused.
+func Stats(dev verbs.Device) (nic.Stats, int64, error) {
+	d, ok := dev.(*device)
+	if !ok {
+		return nic.Stats{}, 0, fmt.Errorf("%w: %T is not a tcp device", verbs.ErrInvalidArg, dev)
+	}
+	return d.node.Stats(), d.refused.Load(), nil
 }

@@ -97,6 +97,7 @@ func (d *device) serve(c net.Conn) {
 	c.SetDeadline(time.Time{})
 	fr.max = maxFrame
 	sess := d.node.NewSession(peer)
+	defer sess.Close()
 	s := &conn{c: c, out: make([]byte, 0, 64<<10)}
 	var req nic.Request
 	var pbuf [1][]byte
