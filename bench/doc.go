@@ -8,5 +8,7 @@
 // The perf experiment (perftest-style latency and bandwidth of READ,
 // WRITE, SEND, CAS and FAA over the loop fabric) is registered by this
 // package; the measurements themselves live in bench/perf and the
-// latency statistics in bench/stats.
+// latency statistics in bench/stats. bench/peers runs the comparison
+// programs (sockperf, ucx_perftest) that experiments measure side by
+// side; docs/peers.md says what their numbers mean.
 package bench

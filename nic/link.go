@@ -1,6 +1,9 @@
 package nic
 
 import (
+	"errors"
+	"time"
+
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -12,12 +15,23 @@ type Link interface {
 	Address() string
 	// Append queues one request for the wire. It is called with the
 	// posting QP's lock held and must not block on the network; the
-	// request's payload buffers are valid only during the call.
+	// request's payload buffers are valid only during the call. It returns
+	// ErrLinkFull, taking nothing, when enough is queued already; the QP
+	// sends the request after a Flush. Any other error means the link is
+	// dead.
 	Append(r *Request) error
 	// Flush sends what Append queued (one doorbell). It is called without
 	// any QP lock held and may block while the network is congested.
 	Flush() error
+	// Progressed reports whether the link moved data either way within the
+	// last d. A request is declared lost (RETRY_EXC_ERR) only when it is
+	// older than its QP's retry budget and its link made no progress for
+	// as long: a slow responder is not a dead one.
+	Progressed(d time.Duration) bool
 }
+
+// ErrLinkFull is returned by Link.Append when the link's queue is full.
+var ErrLinkFull = errors.New("nic: link queue full")
 
 // Request is a work request on the wire, as the requester sends it and
 // the responder's transport decodes it.

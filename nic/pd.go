@@ -68,7 +68,7 @@ func (pd *PD) CreateAH(address string) (verbs.AH, error) {
 	}
 	t, err := pd.node.net.Resolve(address)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", verbs.ErrInvalidArg, err)
+		return nil, fmt.Errorf("%w: %w", verbs.ErrInvalidArg, err)
 	}
 	return newAH(pd, t), nil
 }
@@ -83,7 +83,7 @@ func (pd *PD) CreateAHFromWC(wc *verbs.WC) (verbs.AH, error) {
 	}
 	t, err := pd.node.net.ResolveID(wc.SrcID)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", verbs.ErrInvalidArg, err)
+		return nil, fmt.Errorf("%w: %w", verbs.ErrInvalidArg, err)
 	}
 	return newAH(pd, t), nil
 }

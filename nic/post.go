@@ -17,22 +17,7 @@ import (
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	q.mu.Lock()
 	err := q.postLocked(wrs)
-	if len(q.flushing) == 0 {
-		q.mu.Unlock()
-		return err
-	}
-	var fixed [4]Link
-	links := fixed[:0]
-	if len(q.flushing) > len(fixed) {
-		links = make([]Link, 0, len(q.flushing))
-	}
-	links = append(links, q.flushing...)
-	clear(q.flushing)
-	q.flushing = q.flushing[:0]
-	q.mu.Unlock()
-	for _, l := range links {
-		l.Flush() // a failing link reports itself to the node, which fails its QPs
-	}
+	q.pumpAndUnlock()
 	return err
 }
 

@@ -57,6 +57,7 @@ type QP struct {
 	// after an RNR answer until the retry is due.
 	sendNext uint64
 	rnrHold  bool
+	linkFull bool // the link refused a request: transmit more after a flush
 	rnrDue   time.Duration
 	req      Request
 	pbuf     [1][]byte
@@ -216,7 +217,7 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 			}
 			t, err := q.node.net.Resolve(a.Dest)
 			if err != nil {
-				return fmt.Errorf("%w: %v", verbs.ErrInvalidArg, err)
+				return fmt.Errorf("%w: %w", verbs.ErrInvalidArg, err)
 			}
 			q.setDest(t)
 			q.destQPN, q.destQP = a.DestQPN, nil

@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"errors"
 	"time"
 
 	"github.com/rdmakit/rdmakit/verbs"
@@ -40,7 +41,12 @@ func (q *QP) transmitLocked() {
 		if e.pre != verbs.StatusSuccess {
 			break
 		}
-		if st := q.appendRequest(q.destLink, e); st != verbs.StatusSuccess {
+		st, full := q.appendRequest(q.destLink, e)
+		if full {
+			q.linkFull = true
+			break
+		}
+		if st != verbs.StatusSuccess {
 			e.pre = st
 			break
 		}
@@ -62,8 +68,9 @@ func (q *QP) addFlush(l Link) {
 	q.flushing = append(q.flushing, l)
 }
 
-// appendRequest encodes one queued request onto the link.
-func (q *QP) appendRequest(l Link, e *sqEntry) verbs.Status {
+// appendRequest encodes one queued request onto the link. full reports
+// that the link took nothing because its queue is full.
+func (q *QP) appendRequest(l Link, e *sqEntry) (st verbs.Status, full bool) {
 	wr := &e.wr
 	r := &q.req
 	*r = Request{
@@ -75,14 +82,14 @@ func (q *QP) appendRequest(l Link, e *sqEntry) verbs.Status {
 	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
 		nbuf, nr, total, st := q.payload(wr, e.inline)
 		if st != verbs.StatusSuccess {
-			return st
+			return st, false
 		}
 		nref = nr
 		r.Payload, r.Length = q.lbuf[:nbuf], uint32(total)
 	default:
 		n, st := q.resolveLocal(wr.SGL, true, false)
 		if st != verbs.StatusSuccess {
-			return st
+			return st, false
 		}
 		var total uint64
 		for i := 0; i < n; i++ {
@@ -92,7 +99,7 @@ func (q *QP) appendRequest(l Link, e *sqEntry) verbs.Status {
 		r.Length = uint32(total)
 		if wr.Opcode.IsAtomic() {
 			if total != atomicSize(wr.Opcode, &wr.Atomic) {
-				return verbs.StatusLocLenErr
+				return verbs.StatusLocLenErr, false
 			}
 			r.Atomic = wr.Atomic
 		}
@@ -100,10 +107,13 @@ func (q *QP) appendRequest(l Link, e *sqEntry) verbs.Status {
 	err := l.Append(r)
 	q.releaseLocal(nref)
 	r.Payload = nil
-	if err != nil {
-		return verbs.StatusRetryExcErr
+	if errors.Is(err, ErrLinkFull) {
+		return verbs.StatusSuccess, true
 	}
-	return verbs.StatusSuccess
+	if err != nil {
+		return verbs.StatusRetryExcErr, false
+	}
+	return verbs.StatusSuccess, false
 }
 
 // advanceLocked completes, in order, requests at the front that failed
@@ -188,6 +198,11 @@ func (q *QP) responseLocked(r *Response) {
 	wr, seq := e.wr, e.seq
 	q.sq.pop()
 	q.completeLocked(&wr, seq, st, nbytes)
+	if q.sq.head < q.sent() {
+		// Progress restarts the transport timer of the next request, as an
+		// RC acknowledgement does: a slow responder is not a dead one.
+		q.sq.front().start = now()
+	}
 	q.advanceLocked()
 }
 
@@ -232,12 +247,47 @@ func (q *QP) retransmit() {
 		q.transmitLocked()
 	}
 	q.running = false
-	links := append([]Link(nil), q.flushing...)
-	clear(q.flushing)
-	q.flushing = q.flushing[:0]
-	q.mu.Unlock()
-	for _, l := range links {
-		l.Flush()
+	q.pumpAndUnlock()
+}
+
+// pumpAndUnlock flushes the links the QP queued requests on, with q.mu
+// released, and keeps transmitting what a full link refused until
+// everything is on the wire: the caller is held back while the network is
+// congested, and queued bytes stay bounded. It is called with q.mu held and
+// returns with it released.
+func (q *QP) pumpAndUnlock() {
+	for {
+		if len(q.flushing) == 0 && !q.linkFull {
+			q.mu.Unlock()
+			return
+		}
+		var fixed [4]Link
+		links := fixed[:0]
+		if len(q.flushing) > len(fixed) {
+			links = make([]Link, 0, len(q.flushing))
+		}
+		links = append(links, q.flushing...)
+		clear(q.flushing)
+		q.flushing = q.flushing[:0]
+		more := q.linkFull
+		link := q.destLink
+		q.mu.Unlock()
+		for _, l := range links {
+			l.Flush() // a failing link reports itself to the node, which fails its QPs
+		}
+		if more && link != nil && len(links) == 0 {
+			link.Flush()
+		}
+		if !more {
+			return
+		}
+		q.mu.Lock()
+		q.linkFull = false
+		if q.State() != verbs.StateRTS {
+			q.mu.Unlock()
+			return
+		}
+		q.transmitLocked()
 	}
 }
 
@@ -251,7 +301,8 @@ func (n *Node) Expire() {
 			continue
 		}
 		q.mu.Lock()
-		if q.destLink != nil && q.sq.head < q.sent() && !q.rnrHold && t-q.sq.front().start > q.retryBudget {
+		if q.destLink != nil && q.sq.head < q.sent() && !q.rnrHold && t-q.sq.front().start > q.retryBudget &&
+			!q.destLink.Progressed(q.retryBudget) {
 			q.failFrontLocked(verbs.StatusRetryExcErr)
 		}
 		q.mu.Unlock()

@@ -114,8 +114,8 @@ const (
 	DefaultRNRRetry      = 6 // bounded, so a missing receive surfaces as RNR_RETRY_EXC_ERR
 	DefaultRetryCount    = 7
 	DefaultMinRNRTimer   = time.Millisecond
-	DefaultTimeout       = 4 * time.Millisecond
-	InfiniteRNRRetry     = 7 // as QPAttr.RNRRetry: retry forever, as in ibverbs
+	DefaultTimeout       = 64 * time.Millisecond // ibverbs timeout 14 ≈ 67 ms: about half a second with the retries
+	InfiniteRNRRetry     = 7                     // as QPAttr.RNRRetry: retry forever, as in ibverbs
 )
 
 // QPAttr are the attributes set by QP.Modify. State is the state to move

@@ -65,6 +65,7 @@ func (provider) Open(u *url.URL) (verbs.Device, error) {
 }
 
 type options struct {
+	wrapConn    func(net.Conn) net.Conn // tests: wraps accepted connections
 	memfd       bool
 	token       string
 	dialTimeout time.Duration

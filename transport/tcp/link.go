@@ -31,6 +31,7 @@ type link struct {
 	err     error
 
 	lastRecv atomic.Int64 // unix nanoseconds of the last frame received
+	lastMove atomic.Int64 // unix nanoseconds of the last frame received or chunk written
 	done     chan struct{}
 }
 
@@ -81,6 +82,7 @@ func dial(d *device, address, hostport string) (*link, error) {
 	l := &link{dev: d, address: address, conn: c, done: make(chan struct{})}
 	l.cond.L = &l.mu
 	l.lastRecv.Store(time.Now().UnixNano())
+	l.lastMove.Store(time.Now().UnixNano())
 	go l.read(fr)
 	return l, nil
 }
@@ -105,6 +107,9 @@ func (l *link) Append(r *nic.Request) error {
 	if l.dead {
 		return l.err
 	}
+	if len(l.out) >= maxPending {
+		return nic.ErrLinkFull
+	}
 	l.out = appendRequest(l.out, r)
 	return nil
 }
@@ -121,7 +126,7 @@ func (l *link) Flush() error {
 		buf := l.out
 		l.out = l.spare[:0]
 		l.mu.Unlock()
-		_, err := l.conn.Write(buf)
+		err := l.write(buf)
 		l.mu.Lock()
 		l.spare = buf[:0]
 		l.writing = false
@@ -132,10 +137,32 @@ func (l *link) Flush() error {
 			l.mu.Lock()
 		}
 	}
-	for len(l.out) > maxPending && !l.dead {
+	for len(l.out) >= maxPending && !l.dead {
 		l.cond.Wait()
 	}
 	return l.err
+}
+
+// writeChunk is how much a flush writes between progress marks.
+const writeChunk = 256 << 10
+
+// write writes buf in chunks, marking progress after each.
+func (l *link) write(buf []byte) error {
+	l.lastMove.Store(time.Now().UnixNano())
+	for len(buf) > 0 {
+		k := min(len(buf), writeChunk)
+		if _, err := l.conn.Write(buf[:k]); err != nil {
+			return err
+		}
+		l.lastMove.Store(time.Now().UnixNano())
+		buf = buf[k:]
+	}
+	return nil
+}
+
+// Progressed implements nic.Link.
+func (l *link) Progressed(d time.Duration) bool {
+	return time.Now().UnixNano()-l.lastMove.Load() < int64(d)
 }
 
 // send queues and flushes a control frame.
@@ -157,7 +184,9 @@ func (l *link) read(fr *frameReader) {
 			l.fail(err)
 			return
 		}
-		l.lastRecv.Store(time.Now().UnixNano())
+		t := time.Now().UnixNano()
+		l.lastRecv.Store(t)
+		l.lastMove.Store(t)
 		switch typ {
 		case frameResp:
 			if err := decodeResponse(body, &resp); err != nil {

@@ -13,7 +13,7 @@ import (
 
 // maxOut is how many response bytes a serving connection gathers before
 // it writes even though more requests are buffered.
-const maxOut = 256 << 10
+const maxOut = 64 << 10
 
 // accept serves incoming connections until the listener closes.
 func (d *device) accept() {
@@ -61,6 +61,9 @@ func (s *conn) flush() {
 
 func (d *device) serve(c net.Conn) {
 	defer c.Close()
+	if d.opts.wrapConn != nil {
+		c = d.opts.wrapConn(c)
+	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
@@ -103,6 +106,10 @@ func (d *device) serve(c net.Conn) {
 	var pbuf [1][]byte
 	for {
 		typ, body, err := fr.next()
+		if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrProtocol) {
+			d.refuse(c, err)
+			return
+		}
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) && !d.closed.Load() {
 				slog.Debug("tcp connection ends", "peer", h.address, "err", err)
