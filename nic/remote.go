@@ -330,4 +330,4 @@ func (q *QP) failFrontLocked(st verbs.Status) {
 }
 
 // ExpireEvery is how often a transport should call Node.Expire.
-const ExpireEvery = time.Millisecond
+const ExpireEvery = 10 * time.Millisecond

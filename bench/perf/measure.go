@@ -2,6 +2,8 @@ package perf
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"runtime"
 	"time"
 
@@ -10,6 +12,10 @@ import (
 
 // warmup is the number of untimed operations before a latency test.
 const warmup = 16
+
+// ErrNoEcho is returned by a SEND latency test of a Dial pair whose server
+// does not send SENDs back.
+var ErrNoEcho = errors.New("perf: the server does not echo SENDs")
 
 // Measure runs one cell. With a zero Stop it measures for a second.
 func (p *Pair) Measure(ctx context.Context, c Cell, s Stop) (Measurement, error) {
@@ -35,9 +41,63 @@ func (p *Pair) Measure(ctx context.Context, c Cell, s Stop) (Measurement, error)
 		return err
 	}
 	if c.Op == Send {
-		return m, p.withServer(ctx, c.Test == Lat, c.Size, run)
+		if p.srv != nil {
+			return m, p.srv.withServer(ctx, c.Test == Lat, c.Size, run)
+		}
+		if err := p.probeEcho(ctx); err != nil {
+			return m, err
+		}
+		if c.Test == Lat && p.echo != echoYes {
+			return m, fmt.Errorf("%w: no answer to a SEND within %v; SEND latency is half an echoed round trip", ErrNoEcho, EchoTimeout)
+		}
 	}
 	return m, run(ctx)
+}
+
+// probeEcho finds out, once, whether a remote server echoes SENDs: it
+// sends one byte and waits EchoTimeout for it to come back.
+func (p *Pair) probeEcho(ctx context.Context) error {
+	if p.echo != echoUnknown {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, EchoTimeout)
+	defer cancel()
+	c := Cell{Op: Send, Test: Lat, Size: 1}
+	p.prepare(Send, 1, 1, 1)
+	if err := p.cqp.PostSend(p.wrs[:1]); err != nil {
+		return err
+	}
+	err := p.wait(pctx, c, 1, 1)
+	switch {
+	case err == nil:
+		p.echo = echoYes
+	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		p.echo = echoNo
+	default:
+		return err
+	}
+	return nil
+}
+
+// sendCredit reports whether n more SENDs may be posted without
+// outrunning the server's receives: in process, the receives the server
+// has posted; against an echoing remote server, at most Window messages
+// not yet echoed. Otherwise the client's RNR retries are the only
+// back-pressure.
+func (p *Pair) sendCredit(n int) bool {
+	switch {
+	case p.srv != nil:
+		return p.sent+uint64(n) <= p.srv.credits.Load()
+	case p.echo == echoYes:
+		return p.sent+uint64(n)-p.recvd <= uint64(p.cfg.Window)
+	}
+	return true
+}
+
+// awaitingEcho reports whether an echoing remote server still owes the
+// client messages.
+func (p *Pair) awaitingEcho() bool {
+	return p.srv == nil && p.echo == echoYes && p.recvd < p.sent
 }
 
 // latency posts one operation at a time and waits for its completion
@@ -93,6 +153,7 @@ func (p *Pair) wait(ctx context.Context, c Cell, sends, recvs int) error {
 			}
 			if wc.Opcode == verbs.WCRecv {
 				recvs--
+				p.recvd++
 				if err := p.cqp.PostRecv(p.crecv); err != nil {
 					return err
 				}
@@ -126,7 +187,7 @@ func (p *Pair) bandwidth(ctx context.Context, c Cell, s Stop) (done int, elapsed
 			if s.Iters > 0 {
 				n = min(b, s.Iters-posted)
 			}
-			if c.Op == Send && p.sent+uint64(n) > p.credits.Load() {
+			if c.Op == Send && !p.sendCredit(n) {
 				break // the server has not re-posted enough receives yet
 			}
 			if err = p.cqp.PostSend(list[b-n:]); err != nil {
@@ -137,7 +198,7 @@ func (p *Pair) bandwidth(ctx context.Context, c Cell, s Stop) (done int, elapsed
 				p.sent += uint64(n)
 			}
 		}
-		if posted == done {
+		if posted == done && (c.Op != Send || !p.awaitingEcho()) {
 			if stopping || (s.Iters > 0 && posted >= s.Iters) {
 				break
 			}
@@ -155,7 +216,13 @@ func (p *Pair) bandwidth(ctx context.Context, c Cell, s Stop) (done int, elapsed
 				if wc.Status != verbs.StatusSuccess {
 					return done, 0, 0, completionError(c.Op, c.Size, wc)
 				}
-				if wc.Opcode != verbs.WCRecv {
+				if wc.Opcode == verbs.WCRecv {
+					// An echo from a remote server.
+					p.recvd++
+					if err = p.cqp.PostRecv(p.crecv); err != nil {
+						return done, 0, 0, err
+					}
+				} else {
 					// Completions arrive in order; only the last list
 					// can be short.
 					done = min(done+b, posted)

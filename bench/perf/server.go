@@ -7,13 +7,14 @@ import (
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
-// serve is the SEND server: until ctx ends it polls the server's CQ,
-// re-posts every consumed receive (adding it to the client's credits)
-// and, when echo is set, answers every message with a SEND of size bytes.
-func (p *Pair) serve(ctx context.Context, echo bool, size int) error {
-	p.pong[0].SGL[0].Length = uint32(size)
+// serve is the in-process SEND server: until ctx ends it polls the
+// server's CQ, re-posts every consumed receive (adding it to the client's
+// credits) and, when echo is set, answers every message with a SEND of
+// size bytes.
+func (s *server) serve(ctx context.Context, echo bool, size int) error {
+	s.pong[0].SGL[0].Length = uint32(size)
 	for {
-		n, err := verbs.PollWait(ctx, p.scq, p.swc, p.cfg.Poll)
+		n, err := verbs.PollWait(ctx, s.cq, s.wc, s.poll)
 		if err != nil {
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return nil
@@ -22,7 +23,7 @@ func (p *Pair) serve(ctx context.Context, echo bool, size int) error {
 		}
 		recvs := 0
 		for i := range n {
-			wc := &p.swc[i]
+			wc := &s.wc[i]
 			if wc.Status != verbs.StatusSuccess {
 				return completionError(Send, size, wc)
 			}
@@ -33,13 +34,13 @@ func (p *Pair) serve(ctx context.Context, echo bool, size int) error {
 		if recvs == 0 {
 			continue
 		}
-		if err := p.sqp.PostRecv(p.srecv[:recvs]); err != nil {
+		if err := s.qp.PostRecv(s.recv[:recvs]); err != nil {
 			return err
 		}
-		p.credits.Add(uint64(recvs))
+		s.credits.Add(uint64(recvs))
 		if echo {
 			for range recvs {
-				if err := p.sqp.PostSend(p.pong); err != nil {
+				if err := s.qp.PostSend(s.pong); err != nil {
 					return err
 				}
 			}
@@ -47,13 +48,13 @@ func (p *Pair) serve(ctx context.Context, echo bool, size int) error {
 	}
 }
 
-// withServer runs f while a SEND server goroutine runs. If the server
+// withServer runs f while the in-process SEND server runs. If the server
 // fails, f's context is canceled and the server's error is returned.
-func (p *Pair) withServer(ctx context.Context, echo bool, size int, f func(context.Context) error) error {
+func (s *server) withServer(ctx context.Context, echo bool, size int, f func(context.Context) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() {
-		err := p.serve(ctx, echo, size)
+		err := s.serve(ctx, echo, size)
 		if err != nil {
 			cancel()
 		}

@@ -1,11 +1,13 @@
-// Command rdmakit is rdmakit's command-line tool: a demo, perftest-style
-// measurements of verbs devices, the experiment harness and version
-// information.
+// Command rdmakit is rdmakit's command-line tool: a demo, a memory node,
+// perftest-style measurements of verbs devices (in one process or against
+// a node), the experiment harness and version information.
 //
 // Usage:
 //
 //	rdmakit demo
+//	rdmakit node [--uri tcp://HOST:PORT] [--cm HOST:PORT] [--mem 64MiB] [--mrs N] [--metrics HOST:PORT] [--echo]
 //	rdmakit perf [--uri URI] [--op read|write|send|cas|faa|all] [--test lat|bw|both] [--sizes 8-1048576]
+//	rdmakit perf --connect HOST:PORT [--op …] [--test …] [--size N]
 //	rdmakit bench list
 //	rdmakit bench run NAME [--quick] [--duration D] [--out DIR]
 //	rdmakit version

@@ -114,10 +114,33 @@ func TestErrors(t *testing.T) {
 		{"bench", "run"},
 		{"nonsense"},
 		{"demo", "--duration", "0s"},
+		{"node", "--mem", "lots"},
+		{"node", "--mem", "100", "--mrs", "3"},
+		{"node", "--access", "exec"},
+		{"node", "--recv", "0"},
+		{"node", "--uri", "tcp://127.0.0.1:0", "--cm", "127.0.0.1:0", "--metrics", "not-an-address"},
+		{"perf", "--token", "x", "--size", "8", "--iters", "1"},
+		{"perf", "--connect", "127.0.0.1:1", "--size", "8", "--iters", "1"},
 	} {
 		out, errs, code := execute(t, args...)
 		if code == 0 || !strings.HasPrefix(errs, "rdmakit: ") {
 			t.Errorf("%v: exit %d, stderr %q, stdout %q", args, code, errs, out)
 		}
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"4096": 4096, "4KiB": 4 << 10, "64MiB": 64 << 20, "1GiB": 1 << 30, "2G": 2 << 30, "8 B": 8, "1 TiB": 1 << 40} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "0", "-1", "x", "4XB", "1.5GiB", "99999999999TiB"} {
+		if _, err := parseBytes(bad); err == nil {
+			t.Errorf("parseBytes(%q) accepted", bad)
+		}
+	}
+	if s := formatBytes(16 << 20); s != "16 MiB" {
+		t.Errorf("formatBytes = %q", s)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmakit/rdmakit/bench/perf"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // perfFlags are the flags of rdmakit perf.
@@ -25,6 +27,8 @@ type perfFlags struct {
 	window   int
 	batch    int
 	poll     string
+	connect  string
+	token    string
 }
 
 func newPerfCmd() *cobra.Command {
@@ -33,7 +37,14 @@ func newPerfCmd() *cobra.Command {
 		Use:   "perf",
 		Short: "Measure latency and bandwidth of verbs operations, like the perftest tools",
 		Long: `perf measures a client/server device pair the way ib_read_lat, ib_write_bw
-and friends measure RDMA NICs. Both ends are opened in this process.
+and friends measure RDMA NICs. Both ends are opened in this process, unless
+--connect names the cm address of a server in another process or on another
+host (rdmakit node): then perf opens only the client device (--uri, default
+tcp://127.0.0.1:0), connects, and targets the first memory region the node
+describes. In that mode --op all means read, write, cas and faa; send must be
+asked for and needs a node started with --echo (SEND latency is half an
+echoed round trip), messages no larger than the node's --recv-size and a
+--window no larger than its --recv.
 
 Latency (--test lat) posts one operation at a time and times it from post to
 polled completion; SEND latency is half the round trip of an echoed message.
@@ -41,12 +52,15 @@ Bandwidth (--test bw) keeps --window operations outstanding, posted in lists of
 --batch with only the last signaled.`,
 		Example: `  rdmakit perf --op read --test lat --size 8
   rdmakit perf --op write --test bw --sizes 8-1048576 --poll busy
-  rdmakit perf --uri loop://lab --op all --duration 200ms`,
+  rdmakit perf --uri loop://lab --op all --duration 200ms
+  rdmakit perf --connect 127.0.0.1:7472 --op read --test both --size 8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runPerf(cmd, &f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.uri, "uri", "", "devices: CLIENT,SERVER URIs or a base such as loop://FABRIC (nodes /client and /server); default a fresh loop fabric")
+	fl.StringVar(&f.uri, "uri", "", "devices: CLIENT,SERVER URIs or a base such as loop://FABRIC (nodes /client and /server); default a fresh loop fabric. With --connect: the client device, default tcp://127.0.0.1:0")
+	fl.StringVar(&f.connect, "connect", "", "measure against the server (rdmakit node) whose cm side channel listens at HOST:PORT")
+	fl.StringVar(&f.token, "token", "", "with --connect: the node's auth token (device token= and cm private data)")
 	fl.StringVar(&f.op, "op", "all", "operation: read, write, send, cas, faa, a comma-separated list or all")
 	fl.StringVar(&f.test, "test", "both", "test: lat, bw or both")
 	fl.IntVar(&f.size, "size", 0, "a single message size in bytes (overrides --sizes)")
@@ -99,19 +113,22 @@ func runPerf(cmd *cobra.Command, f *perfFlags) error {
 	if f.window <= 0 || f.batch < 0 || f.iters < 0 || f.duration < 0 {
 		return errors.New("--window must be positive; --batch, --iters and --duration must not be negative")
 	}
-	client, server, err := perfURIs(f.uri)
-	if err != nil {
-		return err
-	}
-	cfg := perf.Config{Client: client, Server: server, Poll: poll, Window: f.window, Batch: f.batch,
-		MaxSize: max(perf.MaxSize, maxOf(sizes))}
-	slog.Debug("opening devices", "client", client, "server", server)
-	pair, err := perf.Open(cfg)
+	cfg := perf.Config{Poll: poll, Window: f.window, Batch: f.batch, MaxSize: max(perf.MaxSize, maxOf(sizes))}
+	pair, err := openPerfPair(cmd.Context(), f, cfg)
 	if err != nil {
 		return err
 	}
 	defer pair.Close()
 	cfg = pair.Config()
+	var extra []string
+	if f.connect != "" {
+		cfg.Client = pair.ClientAddress() // the URI may carry the token
+		extra = append(extra, fmt.Sprintf(" Remote region  : %v (cm %s)", pair.Remote(), f.connect))
+	}
+	if f.connect != "" && f.op == "all" {
+		ops = []perf.Op{perf.Read, perf.Write, perf.CAS, perf.FAA}
+		slog.Info("--connect: --op all is read, write, cas and faa; ask for send explicitly (the node needs --echo)")
+	}
 
 	w := cmd.OutOrStdout()
 	for _, op := range ops {
@@ -126,16 +143,63 @@ func runPerf(cmd *cobra.Command, f *perfFlags) error {
 			if op.Atomic() && !containsSize(sizes, 8) {
 				slog.Info("atomics are measured at 8 bytes only", "op", op)
 			}
-			printPerftestHeader(w, op, test, &cfg, pair.Transport())
+			printPerftestHeader(w, op, test, &cfg, pair.Transport(), extra...)
 			printPerftestColumns(w, test)
 			if _, err := pair.Run(cmd.Context(), pl, func(m perf.Measurement) { printPerftestRow(w, &m) }); err != nil {
-				return err
+				return remoteHint(f, op, err)
 			}
 			fmt.Fprintln(w, perftestRule)
 			fmt.Fprintln(w)
 		}
 	}
 	return nil
+}
+
+// openPerfPair opens both devices, or with --connect the client device,
+// connected to the remote server.
+func openPerfPair(ctx context.Context, f *perfFlags, cfg perf.Config) (*perf.Pair, error) {
+	if f.connect == "" {
+		if f.token != "" {
+			return nil, errors.New("--token needs --connect")
+		}
+		client, server, err := perfURIs(f.uri)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Client, cfg.Server = client, server
+		slog.Debug("opening devices", "client", client, "server", server)
+		return perf.Open(cfg)
+	}
+	uri := f.uri
+	if uri == "" {
+		uri = "tcp://127.0.0.1:0"
+	}
+	if strings.Contains(uri, ",") {
+		return nil, fmt.Errorf("--uri %q: with --connect, give only the client device", uri)
+	}
+	var err error
+	if cfg.Client, err = withQuery(uri, "token", f.token); err != nil {
+		return nil, err
+	}
+	var private []byte
+	if f.token != "" {
+		private = []byte(f.token)
+	}
+	slog.Debug("connecting", "client", cfg.Client, "cm", f.connect)
+	return perf.Dial(ctx, cfg, f.connect, private)
+}
+
+// remoteHint explains the usual causes of a failed SEND against a node.
+func remoteHint(f *perfFlags, op perf.Op, err error) error {
+	switch {
+	case f.connect == "" || op != perf.Send:
+		return err
+	case errors.Is(err, perf.ErrNoEcho):
+		return fmt.Errorf("%w (start the node with --echo)", err)
+	case errors.Is(err, verbs.StatusRemInvReqErr.Err()):
+		return fmt.Errorf("%w (is the message larger than the node's --recv-size?)", err)
+	}
+	return err
 }
 
 func maxOf(s []int) int {

@@ -20,8 +20,9 @@ var (
 	bwColumns = []string{"#bytes", "#iterations", "BW peak[MB/sec]", "BW average[MB/sec]", "MsgRate[Mpps]"}
 )
 
-// printPerftestHeader prints the block perftest prints before its table.
-func printPerftestHeader(w io.Writer, op perf.Op, test perf.Test, cfg *perf.Config, transport string) {
+// printPerftestHeader prints the block perftest prints before its table,
+// with extra lines at its end.
+func printPerftestHeader(w io.Writer, op perf.Op, test perf.Test, cfg *perf.Config, transport string, extra ...string) {
 	kind := "Latency"
 	if test == perf.BW {
 		kind = "BW"
@@ -38,6 +39,9 @@ func printPerftestHeader(w io.Writer, op perf.Op, test perf.Test, cfg *perf.Conf
 		fmt.Fprintf(w, " TX depth       : %d (post lists of %d, last signaled)\n", cfg.Window, cfg.Batch)
 	} else if op == perf.Send {
 		fmt.Fprintf(w, " Latency        : half the round trip of an echoed SEND\n")
+	}
+	for _, l := range extra {
+		fmt.Fprintln(w, l)
 	}
 	fmt.Fprintln(w, perftestRule)
 }
