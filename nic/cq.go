@@ -82,6 +82,11 @@ func (c *CQ) signal() {
 
 // Poll implements verbs.CQ.
 func (c *CQ) Poll(wc []verbs.WC) (int, error) {
+	if p := c.node.progress; p != nil && len(wc) > 0 && c.empty() {
+		// Nothing queued: drive the transport once (read what the network
+		// has, on this goroutine), as a NIC driver's poll does.
+		p()
+	}
 	c.mu.Lock()
 	n := int(c.tail - c.head)
 	if n > len(wc) {
@@ -102,6 +107,14 @@ func (c *CQ) Poll(wc []verbs.WC) (int, error) {
 		return n, verbs.ErrCQOverrun
 	}
 	return n, nil
+}
+
+// empty reports whether no completion is queued.
+func (c *CQ) empty() bool {
+	c.mu.Lock()
+	e := c.tail == c.head
+	c.mu.Unlock()
+	return e
 }
 
 // Len returns the number of completions waiting to be polled.

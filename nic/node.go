@@ -68,6 +68,11 @@ type Config struct {
 	// MemFD backs every memory region with a memfd (MR.FD) that other
 	// processes can map, instead of anonymous memory.
 	MemFD bool
+	// Progress, if set, is called by CQ.Poll when the CQ is empty: the
+	// transport reads whatever responses have arrived, on the polling
+	// goroutine, so a busy poller needs no hand-off from another goroutine.
+	// It must not block and must be cheap when there is nothing to read.
+	Progress func()
 }
 
 // DefaultAttr are the capabilities of a software node.
@@ -91,15 +96,16 @@ type Node struct {
 	keys  *keyTable
 	locks lockTable
 
-	mu      sync.Mutex
-	qps     atomic.Pointer[map[uint32]*QP]
-	nextQPN uint32
-	pds     map[*PD]struct{}
-	cqs     map[*CQ]struct{}
-	srqs    map[*SRQ]struct{}
-	closed  atomic.Bool
-	onClose func()
-	memfd   bool
+	mu       sync.Mutex
+	qps      atomic.Pointer[map[uint32]*QP]
+	nextQPN  uint32
+	pds      map[*PD]struct{}
+	cqs      map[*CQ]struct{}
+	srqs     map[*SRQ]struct{}
+	closed   atomic.Bool
+	onClose  func()
+	memfd    bool
+	progress func()
 
 	sessMu   sync.Mutex
 	sessions map[*Session]struct{}
@@ -148,6 +154,7 @@ func NewNode(c Config) *Node {
 		srqs:     map[*SRQ]struct{}{},
 		onClose:  c.OnClose,
 		memfd:    c.MemFD,
+		progress: c.Progress,
 		sessions: map[*Session]struct{}{},
 	}
 	m := map[uint32]*QP{}

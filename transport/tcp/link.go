@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,17 @@ type link struct {
 	lastRecv atomic.Int64 // unix nanoseconds of the last frame received
 	lastMove atomic.Int64 // unix nanoseconds of the last frame received or chunk written
 	done     chan struct{}
+
+	// Reading: whoever holds tok reads the socket without blocking — the
+	// link's own goroutine after the poller wakes it, or an application
+	// goroutine polling a CQ (progress). missed asks the holder to read
+	// once more before letting go.
+	raw     *rawReader
+	fr      *frameReader
+	tok     atomic.Int32
+	missed  atomic.Bool
+	pending atomic.Int64 // requests appended and not yet answered
+	resp    nic.Response
 }
 
 var _ nic.Link = (*link)(nil)
@@ -79,11 +91,17 @@ func dial(d *device, address, hostport string) (*link, error) {
 		return nil, fmt.Errorf("%w: %s answered the hello with frame type %d", ErrProtocol, address, typ)
 	}
 	c.SetDeadline(time.Time{})
-	l := &link{dev: d, address: address, conn: c, done: make(chan struct{})}
+	raw, err := newRawReader(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	fr.r = raw
+	l := &link{dev: d, address: address, conn: c, done: make(chan struct{}), raw: raw, fr: fr}
 	l.cond.L = &l.mu
 	l.lastRecv.Store(time.Now().UnixNano())
 	l.lastMove.Store(time.Now().UnixNano())
-	go l.read(fr)
+	go l.read()
 	return l, nil
 }
 
@@ -111,6 +129,9 @@ func (l *link) Append(r *nic.Request) error {
 		return nic.ErrLinkFull
 	}
 	l.out = appendRequest(l.out, r)
+	if !r.Datagram {
+		l.pending.Add(1)
+	}
 	return nil
 }
 
@@ -175,29 +196,97 @@ func (l *link) send(b []byte) {
 	l.Flush()
 }
 
-// read delivers responses until the connection ends.
-func (l *link) read(fr *frameReader) {
-	var resp nic.Response
+// read is the link's goroutine: it parks until the socket is readable,
+// then reads what an application goroutine has not already read.
+func (l *link) read() {
 	for {
-		typ, body, err := fr.next()
-		if err != nil {
+		got := l.tok.CompareAndSwap(0, 1)
+		if !got {
+			// Ask the holder to read once more, then check again: either it
+			// sees the request as it lets go, or it has let go already.
+			l.missed.Store(true)
+			got = l.tok.CompareAndSwap(0, 1)
+		}
+		if got {
+			if err := l.drain(); err != nil {
+				l.tok.Store(0)
+				l.fail(err)
+				return
+			}
+			if err := l.release(); err != nil {
+				l.fail(err)
+				return
+			}
+		} else {
+			runtime.Gosched()
+		}
+		if l.isDead() {
+			return
+		}
+		if err := l.raw.waitReadable(); err != nil {
 			l.fail(err)
 			return
+		}
+	}
+}
+
+// poll reads whatever has arrived, on the caller's goroutine, if the link
+// waits for answers and nobody else is reading. It is the progress an
+// application drives by polling its CQ.
+func (l *link) poll() {
+	if l.pending.Load() <= 0 || !l.tok.CompareAndSwap(0, 1) {
+		return
+	}
+	err := l.drain()
+	if err == nil {
+		err = l.release()
+	} else {
+		l.tok.Store(0)
+	}
+	if err != nil {
+		l.fail(err)
+	}
+}
+
+// release gives up the read token, first reading again for a goroutine
+// that found it taken meanwhile.
+func (l *link) release() error {
+	for {
+		l.tok.Store(0)
+		if !l.missed.Swap(false) || !l.tok.CompareAndSwap(0, 1) {
+			return nil
+		}
+		if err := l.drain(); err != nil {
+			l.tok.Store(0)
+			return err
+		}
+	}
+}
+
+// drain handles every complete frame available without blocking; the
+// caller holds tok.
+func (l *link) drain() error {
+	for {
+		typ, body, err := l.fr.next()
+		if err == errAgain {
+			return nil
+		}
+		if err != nil {
+			return err
 		}
 		t := time.Now().UnixNano()
 		l.lastRecv.Store(t)
 		l.lastMove.Store(t)
 		switch typ {
 		case frameResp:
-			if err := decodeResponse(body, &resp); err != nil {
-				l.fail(err)
-				return
+			if err := decodeResponse(body, &l.resp); err != nil {
+				return err
 			}
-			l.dev.node.HandleResponse(&resp)
+			l.pending.Add(-1)
+			l.dev.node.HandleResponse(&l.resp)
 		case framePong:
 		default:
-			l.fail(fmt.Errorf("%w: frame type %d from %s", ErrProtocol, typ, l.address))
-			return
+			return fmt.Errorf("%w: frame type %d from %s", ErrProtocol, typ, l.address)
 		}
 	}
 }

@@ -99,6 +99,9 @@ func (d *device) serve(c net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 	fr.max = maxFrame
+	if raw, err := newRawReader(c); err == nil {
+		fr.r = &spinReader{raw: raw, spin: d.opts.spin}
+	} // else: a wrapped connection (tests) is read with blocking reads
 	sess := d.node.NewSession(peer)
 	defer sess.Close()
 	s := &conn{c: c, out: make([]byte, 0, 64<<10)}
