@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
 	"io"
 	"log/slog"
 	"strings"
@@ -32,6 +34,12 @@ type Options struct {
 	Progress io.Writer
 	// Log receives the harness's logs; nil discards them.
 	Log *slog.Logger
+	// Node builds the command that starts an rdmakit memory node in its
+	// own process with the given arguments (`rdmakit node ARGS…`), for
+	// experiments that need a responder in another process. The rdmakit
+	// CLI sets it to re-run itself; nil makes those experiments fail with
+	// ErrNoNode.
+	Node func(ctx context.Context, args ...string) *exec.Cmd
 }
 
 // ProgressAfter is the expected run length above which a progress bar is

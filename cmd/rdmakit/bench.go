@@ -67,7 +67,7 @@ func newBenchRunCmd() *cobra.Command {
 			}
 			r, paths, err := bench.Run(cmd.Context(), args[0], bench.Options{
 				Duration: duration, Quick: quick, OutDir: out, Transport: transport, Poll: p,
-				Progress: progressWriter(cmd), Log: slog.Default(),
+				Progress: progressWriter(cmd), Log: slog.Default(), Node: selfNode,
 			})
 			if err != nil {
 				return err

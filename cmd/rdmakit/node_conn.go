@@ -125,13 +125,14 @@ func (c *nodeConn) setup() (err error) {
 
 // loop re-posts consumed receives and, with --echo, sends every message
 // back, re-posting its receive when the echo completed (the buffer is the
-// echo's payload until then). It waits for completions by event, never
-// spinning, and allocates nothing.
+// echo's payload until then). It polls adaptively (a short spin keeps an
+// echo ping-pong from paying an idle CPU's wake-up, then it parks on the
+// completion event) and allocates nothing.
 func (c *nodeConn) loop(ctx context.Context) error {
 	echo := c.n.cfg.echo
 	qp := c.conn.QP()
 	for {
-		k, err := verbs.PollWait(ctx, c.cq, c.wc, verbs.PollEvent)
+		k, err := verbs.PollWait(ctx, c.cq, c.wc, verbs.PollAdaptive)
 		if err != nil {
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return nil

@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrNoNode is returned by experiments that need an rdmakit node in
+// another process when Options.Node is not set.
+var ErrNoNode = errors.New("bench: no way to start an rdmakit node (Options.Node); run the experiment through the rdmakit command")
+
+// nodeProc is an rdmakit node running in its own process.
+type nodeProc struct {
+	cmd    *exec.Cmd
+	Device string `json:"device"`
+	CM     string `json:"cm"`
+	done   chan error
+}
+
+// startNode starts `rdmakit node` on free loopback ports and waits for it
+// to print its description.
+func startNode(ctx context.Context, env *Env, args ...string) (*nodeProc, error) {
+	if env.Node == nil {
+		return nil, ErrNoNode
+	}
+	args = append([]string{"--uri", "tcp://127.0.0.1:0", "--cm", "127.0.0.1:0", "--metrics", ""}, args...)
+	cmd := env.Node(ctx, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: start node: %w", err)
+	}
+	n := &nodeProc{cmd: cmd, done: make(chan error, 1)}
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if l := sc.Text(); strings.HasPrefix(l, "{") {
+				lines <- l
+			}
+		}
+		close(lines)
+	}()
+	go func() { n.done <- cmd.Wait() }()
+	select {
+	case l, ok := <-lines:
+		if ok && json.Unmarshal([]byte(l), n) == nil && n.CM != "" {
+			go func() {
+				for range lines {
+				}
+			}()
+			return n, nil
+		}
+	case <-time.After(30 * time.Second):
+	case <-ctx.Done():
+	}
+	n.stop()
+	return nil, fmt.Errorf("bench: the node did not describe itself")
+}
+
+// cpu returns the node's user+system CPU time so far, from /proc.
+func (n *nodeProc) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("bench: malformed /proc stat")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("bench: malformed /proc stat")
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("bench: malformed /proc stat")
+	}
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticks, nil
+}
+
+// stop ends the node with SIGINT (its graceful shutdown), then kills it.
+func (n *nodeProc) stop() {
+	if n.cmd.Process == nil {
+		return
+	}
+	n.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-n.done:
+	case <-time.After(5 * time.Second):
+		n.cmd.Process.Kill()
+		<-n.done
+	}
+}

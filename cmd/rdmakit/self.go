@@ -1,0 +1,21 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+)
+
+// selfNode is bench.Options.Node: it runs `rdmakit node ARGS…` from this
+// very binary in a new process. RDMAKIT_TEST_MAIN makes a test binary of
+// this package act as the command too (see TestMain), so experiments can
+// run from tests.
+func selfNode(ctx context.Context, args ...string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	cmd := exec.CommandContext(ctx, exe, append([]string{"node"}, args...)...)
+	cmd.Env = append(os.Environ(), "RDMAKIT_TEST_MAIN=1")
+	return cmd
+}
