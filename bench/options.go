@@ -3,9 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"io"
 	"log/slog"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"time"
