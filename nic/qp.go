@@ -60,7 +60,6 @@ type QP struct {
 	linkFull bool // the link refused a request: transmit more after a flush
 	rnrDue   time.Duration
 	req      Request
-	pbuf     [1][]byte
 	flushing []Link
 
 	// scratch for resolving scatter/gather lists without allocating;
