@@ -14,33 +14,9 @@ type tpair struct {
 	local, peer verbs.MR
 }
 
-func newTCPPair(tb testing.TB) *tpair {
-	tb.Helper()
-	must := func(err error) {
-		tb.Helper()
-		if err != nil {
-			tb.Fatal(err)
-		}
-	}
-	a, err := verbs.Open("tcp://127.0.0.1:0")
-	must(err)
-	b, err := verbs.Open("tcp://127.0.0.1:0")
-	must(err)
-	tb.Cleanup(func() { a.Close(); b.Close() })
-	pa, _ := a.AllocPD()
-	pb, _ := b.AllocPD()
-	cqa, _ := a.CreateCQ(4096)
-	cqb, _ := b.CreateCQ(64)
-	qa, err := pa.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cqa, RecvCQ: cqa, Cap: verbs.QPCap{MaxSendWR: 4096}})
-	must(err)
-	qb, err := pb.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cqb, RecvCQ: cqb})
-	must(err)
-	must(verbs.ConnectRC(qa, verbs.AccessAll, b.Address(), qb.QPN()))
-	must(verbs.ConnectRC(qb, verbs.AccessAll, a.Address(), qa.QPN()))
-	la, _ := pa.AllocMR(1<<16, verbs.AccessAll)
-	lb, _ := pb.AllocMR(1<<16, verbs.AccessAll)
-	return &tpair{cq: cqa, qp: qa, local: la, peer: lb}
-}
+// newTCPPair connects two tcp devices of this process with a deep send
+// queue.
+func newTCPPair(tb testing.TB) *tpair { return newTCPPairDepth(tb, 4096) }
 
 func (p *tpair) reads(n int) []verbs.SendWR {
 	wrs := make([]verbs.SendWR, n)

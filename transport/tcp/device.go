@@ -295,8 +295,15 @@ func (d *device) tick() {
 // shutdown runs when the device closes: the listener, the links and the
 // served connections close.
 func (d *device) shutdown() {
-	d.closed.Store(true)
+	d.disconnect(verbs.ErrClosed)
 	d.stopOnce.Do(func() { close(d.stop) })
+	d.wg.Wait()
+}
+
+// disconnect closes the listener, the served connections and the links,
+// failing the links with why.
+func (d *device) disconnect(why error) {
+	d.closed.Store(true)
 	d.ln.Close()
 	d.mu.Lock()
 	links := make([]*link, 0, len(d.links))
@@ -308,9 +315,8 @@ func (d *device) shutdown() {
 	}
 	d.mu.Unlock()
 	for _, l := range links {
-		l.fail(verbs.ErrClosed)
+		l.fail(why)
 	}
-	d.wg.Wait()
 }
 
 // Crash simulates the death of a tcp device's process: its QPs move to
@@ -324,20 +330,7 @@ func Crash(dev verbs.Device) error {
 		return fmt.Errorf("%w: %T is not a tcp device", verbs.ErrInvalidArg, dev)
 	}
 	d.node.Crash()
-	d.mu.Lock()
-	links := make([]*link, 0, len(d.links))
-	for _, l := range d.links {
-		links = append(links, l)
-	}
-	for c := range d.conns {
-		c.Close()
-	}
-	d.mu.Unlock()
-	d.closed.Store(true)
-	d.ln.Close()
-	for _, l := range links {
-		l.fail(fmt.Errorf("device crashed"))
-	}
+	d.disconnect(errors.New("device crashed"))
 	return nil
 }
 
