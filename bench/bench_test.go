@@ -4,20 +4,25 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
+var registrySeq atomic.Int64
+
 func TestRegistry(t *testing.T) {
-	e := Experiment{Name: "test-registry", Description: "d", Run: func(context.Context, *Env) (*Result, error) { return &Result{}, nil }}
+	name := fmt.Sprintf("test-registry-%d", registrySeq.Add(1)) // unique under -count=N
+	e := Experiment{Name: name, Description: "d", Run: func(context.Context, *Env) (*Result, error) { return &Result{}, nil }}
 	Register(e)
-	got, ok := Lookup("test-registry")
+	got, ok := Lookup(name)
 	if !ok || got.Description != "d" {
 		t.Fatalf("Lookup = %+v, %v", got, ok)
 	}

@@ -268,6 +268,11 @@ func TestNodeMetricsAndShutdown(t *testing.T) {
 	}
 	c.do(t, verbs.OpAtomicFetchAndAdd, 0, 8)
 
+	// The client's Dial returns when it sends its confirmation; the node
+	// counts the connection once that confirmation arrives.
+	waitFor(t, "the node to count the connection", func() bool {
+		return scrape(t, n.info.Metrics)["rdmakit_node_accepted_total"] == 1
+	})
 	m = scrape(t, n.info.Metrics)
 	for name, want := range map[string]float64{`rdmakit_ops_total{opcode="RDMA_READ"}`: 3, `rdmakit_ops_total{opcode="RDMA_WRITE"}`: 1,
 		`rdmakit_ops_total{opcode="ATOMIC_FETCH_AND_ADD"}`: 1, "rdmakit_bytes_total": 40, "rdmakit_connected_qps": 1,
