@@ -23,7 +23,7 @@ type rawReader struct {
 	fn     func(fd uintptr)      // bound once: Control(fn) allocates nothing
 	waitFn func(fd uintptr) bool // bound once, for waitReadable
 	waited bool                  // waitReadable's state; one waiter at a time
-	peek   [1]byte
+	pfd    [1]unix.PollFd
 	p      []byte
 	n      int
 	err    error
@@ -82,22 +82,22 @@ func (r *rawReader) waitReadable() error {
 
 // wait is RawConn.Read's callback. RawConn.Read forgets a readiness the
 // poller reported before the call, so the first callback looks at the
-// socket itself (a peek that consumes nothing) before parking.
+// socket itself (poll(2) with no timeout, consuming nothing) before
+// parking.
 func (r *rawReader) wait(fd uintptr) bool {
 	if r.waited {
 		return true
 	}
 	r.waited = true
+	r.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 	for {
-		n, _, err := unix.Recvfrom(int(fd), r.peek[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
-		switch {
-		case err == unix.EINTR:
+		n, err := unix.Poll(r.pfd[:], 0)
+		if err == unix.EINTR {
 			continue
-		case err == unix.EAGAIN:
-			return false // nothing yet: park until the poller reports the socket readable
 		}
-		_ = n // data, end of stream or an error: let the reader find out
-		return true
+		// Data, end of stream or an error: let the reader find out.
+		// Nothing yet: park until the poller reports the socket readable.
+		return err != nil || n > 0
 	}
 }
 
