@@ -40,3 +40,42 @@ func (inProcess) Kill(t testing.TB, d verbs.Device) {
 		t.Fatal(err)
 	}
 }
+
+var (
+	_ verbstest.Pauser      = inProcess{}
+	_ verbstest.Partitioner = inProcess{}
+)
+
+// Pause implements verbstest.Pauser with tcp.Pause.
+func (inProcess) Pause(t testing.TB, d verbs.Device) {
+	if err := tcp.Pause(d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Resume implements verbstest.Pauser with tcp.Resume.
+func (inProcess) Resume(t testing.TB, d verbs.Device) {
+	if err := tcp.Resume(d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Partition implements verbstest.Partitioner: each side cuts the other.
+func (inProcess) Partition(t testing.TB, a, b verbs.Device) {
+	if err := tcp.Partition(a, b.Address()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tcp.Partition(b, a.Address()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Heal implements verbstest.Partitioner.
+func (inProcess) Heal(t testing.TB, a, b verbs.Device) {
+	if err := tcp.Heal(a, b.Address()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tcp.Heal(b, a.Address()); err != nil {
+		t.Fatal(err)
+	}
+}

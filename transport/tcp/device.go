@@ -101,6 +101,7 @@ type device struct {
 	wg       sync.WaitGroup
 	stop     chan struct{}
 	stopOnce sync.Once
+	faults   faults
 }
 
 func listen(hostport, advertise string, opts options) (*device, error) {
@@ -200,7 +201,9 @@ func (d *device) snapLocked() {
 func (d *device) progress() {
 	if p := d.snap.Load(); p != nil {
 		for _, l := range *p {
-			l.poll()
+			if !d.blocked(l.address) {
+				l.poll()
+			}
 		}
 	}
 }
@@ -304,6 +307,7 @@ func (d *device) shutdown() {
 // failing the links with why.
 func (d *device) disconnect(why error) {
 	d.closed.Store(true)
+	d.releaseFaults()
 	d.ln.Close()
 	d.mu.Lock()
 	links := make([]*link, 0, len(d.links))
@@ -325,9 +329,9 @@ func (d *device) disconnect(why error) {
 // with RETRY_EXC_ERR. The device cannot be used afterwards except to poll
 // and Close.
 func Crash(dev verbs.Device) error {
-	d, ok := dev.(*device)
-	if !ok {
-		return fmt.Errorf("%w: %T is not a tcp device", verbs.ErrInvalidArg, dev)
+	d, err := asDevice(dev)
+	if err != nil {
+		return err
 	}
 	d.node.Crash()
 	d.disconnect(errors.New("device crashed"))

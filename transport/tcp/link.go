@@ -140,6 +140,17 @@ func (l *link) Append(r *nic.Request) error {
 // posters queued meanwhile); the others return at once. A caller waits
 // only while more than maxPending bytes are queued.
 func (l *link) Flush() error {
+	for l.dev.blocked(l.address) {
+		// A fault holds the traffic: leave it queued (the fault's end
+		// flushes it) and hold the poster back only when the queue is full.
+		l.mu.Lock()
+		full := len(l.out) >= maxPending && !l.dead
+		l.mu.Unlock()
+		if !full {
+			return nil
+		}
+		l.dev.waitOpen(l.address)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for !l.writing && len(l.out) > 0 && !l.dead {
@@ -200,6 +211,7 @@ func (l *link) send(b []byte) {
 // then reads what an application goroutine has not already read.
 func (l *link) read() {
 	for {
+		l.dev.waitOpen(l.address) // a fault holds the answers too
 		got := l.tok.CompareAndSwap(0, 1)
 		if !got {
 			// Ask the holder to read once more, then check again: either it

@@ -119,6 +119,10 @@ func (d *device) serve(c net.Conn) {
 			}
 			return
 		}
+		if d.faults.any.Load() {
+			s.flush() // answers already made go out before the fault holds the rest
+			d.waitOpen(h.address)
+		}
 		switch typ {
 		case frameRequest:
 			if err := decodeRequest(body, &req, &pbuf); err != nil {
