@@ -44,7 +44,7 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 			continue
 		}
 		if remote {
-			q.queueRemote(wr, seq)
+			q.enqueue(wr, seq) // goes out with the deferred transmitLocked
 			continue
 		}
 		if q.typ == verbs.UD {

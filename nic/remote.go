@@ -15,12 +15,6 @@ import (
 // arrives: go-back-N, as RC does). A request the link cannot take, or a
 // local error found while building it, completes in order with its error.
 
-// queueRemote puts a request for a remote responder in the send queue; it
-// goes out with the next transmitLocked.
-func (q *QP) queueRemote(wr *verbs.SendWR, seq uint64) {
-	q.enqueue(wr, seq)
-}
-
 // sent is the index of the first request not on the wire.
 func (q *QP) sent() uint64 { return max(q.sendNext, q.sq.head) }
 

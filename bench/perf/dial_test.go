@@ -136,22 +136,7 @@ func TestDialNoEcho(t *testing.T) {
 }
 
 func TestDialMeasuredLoopAllocatesNothing(t *testing.T) {
-	p := dialPair(t, true)
-	for _, op := range perf.Ops {
-		for _, test := range []perf.Test{perf.Lat, perf.BW} {
-			c := perf.Cell{Op: op, Test: test, Size: 8}
-			allocs := func(iters int) float64 {
-				return testing.AllocsPerRun(3, func() {
-					if _, err := p.Measure(context.Background(), c, perf.Stop{Iters: iters}); err != nil {
-						t.Fatal(err)
-					}
-				})
-			}
-			if few, many := allocs(64), allocs(3000); many > few {
-				t.Errorf("%v %v: %v allocations for 64 ops, %v for 3000", op, test, few, many)
-			}
-		}
-	}
+	checkLoopAllocs(t, dialPair(t, true), 3000)
 }
 
 func TestDialErrors(t *testing.T) {
