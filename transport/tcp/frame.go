@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rdmakit/rdmakit/internal/wire"
 	"github.com/rdmakit/rdmakit/nic"
-	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // The wire format is specified in docs/wire.md. Every frame is
@@ -39,8 +39,7 @@ const (
 	// maxHandshake bounds HELLO, WELCOME and REJECT frames.
 	maxHandshake = 4096
 
-	reqHeader  = 44 // request body after the type byte, before operands
-	respHeader = 20 // response body after the type byte, before data
+	reqHeader = wire.RequestHeader // request body after the type byte, before operands
 )
 
 // Errors of the wire protocol.
@@ -64,153 +63,30 @@ func appendFrameHeader(b []byte, typ byte, n int) []byte {
 
 // appendRequest encodes a request frame.
 func appendRequest(b []byte, r *nic.Request) []byte {
-	n := reqHeader
-	atomic := r.Opcode.IsAtomic()
-	if atomic {
-		n += 8 + 4*8*int(wordsOf(r))
-	}
-	payload := hasPayload(r.Opcode)
-	if payload {
-		n += int(r.Length)
-	}
-	b = appendFrameHeader(b, frameRequest, n)
-	var dg byte
-	if r.Datagram {
-		dg = 1
-	}
-	b = append(b, byte(r.Opcode), dg)
-	b = binary.LittleEndian.AppendUint16(b, uint16(r.Flags))
-	b = binary.LittleEndian.AppendUint32(b, r.SrcQPN)
-	b = binary.LittleEndian.AppendUint32(b, r.DstQPN)
-	b = binary.LittleEndian.AppendUint32(b, r.Epoch)
-	b = binary.LittleEndian.AppendUint32(b, r.Seq)
-	b = binary.LittleEndian.AppendUint32(b, r.RKey)
-	b = binary.LittleEndian.AppendUint64(b, r.RemoteAddr)
-	b = binary.LittleEndian.AppendUint32(b, r.Length)
-	b = binary.LittleEndian.AppendUint32(b, r.Imm)
-	b = binary.LittleEndian.AppendUint32(b, r.QKey)
-	if atomic {
-		a := &r.Atomic
-		b = append(b, a.Size, byte(a.Op), 0, 0, 0, 0, 0, 0)
-		w := wordsOf(r)
-		for _, arr := range [...]*[4]uint64{&a.Compare, &a.CompareMask, &a.Swap, &a.SwapMask} {
-			for i := 0; i < w; i++ {
-				b = binary.LittleEndian.AppendUint64(b, arr[i])
-			}
-		}
-	}
-	if payload {
-		for _, p := range r.Payload {
-			b = append(b, p...)
-		}
-	}
-	return b
-}
-
-// wordsOf is the number of 8-byte words an atomic's operands take.
-func wordsOf(r *nic.Request) int {
-	if r.Opcode == verbs.OpMaskedCmpAndSwp || r.Opcode == verbs.OpMaskedFetchAndAdd {
-		return int(r.Atomic.Size / 8)
-	}
-	return 1
-}
-
-func hasPayload(op verbs.Opcode) bool {
-	return op == verbs.OpWrite || op == verbs.OpWriteWithImm || op == verbs.OpSend || op == verbs.OpSendWithImm
+	b = appendFrameHeader(b, frameRequest, wire.RequestLen(r))
+	return wire.AppendRequest(b, r)
 }
 
 // decodeRequest parses a request body (after the type byte). The payload
 // slice in r points into body.
 func decodeRequest(body []byte, r *nic.Request, pbuf *[1][]byte) error {
-	if len(body) < reqHeader {
-		return fmt.Errorf("%w: request of %d bytes", ErrProtocol, len(body))
-	}
-	*r = nic.Request{
-		Opcode:     verbs.Opcode(body[0]),
-		Datagram:   body[1]&1 != 0,
-		Flags:      verbs.SendFlags(binary.LittleEndian.Uint16(body[2:])),
-		SrcQPN:     binary.LittleEndian.Uint32(body[4:]),
-		DstQPN:     binary.LittleEndian.Uint32(body[8:]),
-		Epoch:      binary.LittleEndian.Uint32(body[12:]),
-		Seq:        binary.LittleEndian.Uint32(body[16:]),
-		RKey:       binary.LittleEndian.Uint32(body[20:]),
-		RemoteAddr: binary.LittleEndian.Uint64(body[24:]),
-		Length:     binary.LittleEndian.Uint32(body[32:]),
-		Imm:        binary.LittleEndian.Uint32(body[36:]),
-		QKey:       binary.LittleEndian.Uint32(body[40:]),
-	}
-	if body[1]&^1 != 0 {
-		return fmt.Errorf("%w: reserved request bits %#x", ErrProtocol, body[1])
-	}
-	if r.Length > MaxMessage {
-		return fmt.Errorf("%w: length %d", ErrProtocol, r.Length)
-	}
-	rest := body[reqHeader:]
-	switch {
-	case r.Opcode.IsAtomic():
-		if len(rest) < 8 {
-			return fmt.Errorf("%w: atomic without operands", ErrProtocol)
-		}
-		a := &r.Atomic
-		a.Size, a.Op = rest[0], verbs.CompareOp(rest[1])
-		w := wordsOf(r)
-		if (r.Opcode == verbs.OpMaskedCmpAndSwp || r.Opcode == verbs.OpMaskedFetchAndAdd) && a.Size != 8 && a.Size != 16 && a.Size != 32 {
-			return fmt.Errorf("%w: atomic size %d", ErrProtocol, a.Size)
-		}
-		rest = rest[8:]
-		if len(rest) != 4*8*w {
-			return fmt.Errorf("%w: atomic operands of %d bytes", ErrProtocol, len(rest))
-		}
-		for _, arr := range [...]*[4]uint64{&a.Compare, &a.CompareMask, &a.Swap, &a.SwapMask} {
-			for i := 0; i < w; i++ {
-				arr[i] = binary.LittleEndian.Uint64(rest)
-				rest = rest[8:]
-			}
-		}
-	case hasPayload(r.Opcode):
-		if uint32(len(rest)) != r.Length {
-			return fmt.Errorf("%w: payload of %d bytes, header says %d", ErrProtocol, len(rest), r.Length)
-		}
-		pbuf[0] = rest
-		r.Payload = pbuf[:]
-	case r.Opcode == verbs.OpRead:
-		if len(rest) != 0 {
-			return fmt.Errorf("%w: READ with a payload", ErrProtocol)
-		}
-	default:
-		return fmt.Errorf("%w: opcode %d", ErrProtocol, body[0])
+	if err := wire.DecodeRequest(body, r, pbuf, MaxMessage); err != nil {
+		return fmt.Errorf("%w: %w", ErrProtocol, err)
 	}
 	return nil
 }
 
 // appendResponse encodes a response frame.
 func appendResponse(b []byte, r *nic.Response) []byte {
-	b = appendFrameHeader(b, frameResp, respHeader+len(r.Data))
-	b = append(b, byte(r.Kind), byte(r.Status), 0, 0)
-	b = binary.LittleEndian.AppendUint32(b, r.SrcQPN)
-	b = binary.LittleEndian.AppendUint32(b, r.Epoch)
-	b = binary.LittleEndian.AppendUint32(b, r.Seq)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.Data)))
-	return append(b, r.Data...)
+	b = appendFrameHeader(b, frameResp, wire.ResponseLen(r))
+	return wire.AppendResponse(b, r)
 }
 
 // decodeResponse parses a response body; r.Data points into body.
 func decodeResponse(body []byte, r *nic.Response) error {
-	if len(body) < respHeader {
-		return fmt.Errorf("%w: response of %d bytes", ErrProtocol, len(body))
+	if err := wire.DecodeResponse(body, r); err != nil {
+		return fmt.Errorf("%w: %w", ErrProtocol, err)
 	}
-	*r = nic.Response{
-		Kind:   nic.ResponseKind(body[0]),
-		Status: verbs.Status(body[1]),
-		SrcQPN: binary.LittleEndian.Uint32(body[4:]),
-		Epoch:  binary.LittleEndian.Uint32(body[8:]),
-		Seq:    binary.LittleEndian.Uint32(body[12:]),
-	}
-	n := binary.LittleEndian.Uint32(body[16:])
-	if r.Kind > nic.RespRNR || r.Status > verbs.StatusGeneralErr || uint32(len(body)-respHeader) != n {
-		return fmt.Errorf("%w: response kind %d status %d data %d/%d", ErrProtocol, r.Kind, r.Status, n, len(body)-respHeader)
-	}
-	r.Data = body[respHeader:]
 	return nil
 }
 
