@@ -13,10 +13,32 @@ import (
 // Connect-IB.
 const LockStripes = 4096
 
-// lockTable serialises atomics. A stripe is chosen by address bits above
-// the 32-byte granule: atomics are at most 32 bytes and aligned to their
-// size, so any two atomics whose bytes overlap fall in the same granule and
-// take the same lock, whatever their sizes.
+// AtomicLocks serialises the atomics executed on a node's memory. A
+// stripe is chosen by address bits above the 32-byte granule (StripeOf):
+// atomics are at most 32 bytes and aligned to their size, so any two
+// atomics whose bytes overlap fall in the same granule and take the same
+// lock, whatever their sizes. Every executor of atomics on a node's memory
+// must use the node's locks; by default they are a table of mutexes in the
+// node's process (Config.Locks replaces them, e.g. with locks in shared
+// memory that initiators in other processes take).
+type AtomicLocks interface {
+	// Lock locks stripe s.
+	Lock(s uint32)
+	// Unlock unlocks stripe s.
+	Unlock(s uint32)
+	// Journal is called, with stripe s locked, just before a 16- or
+	// 32-byte atomic stores new words over the n words at addr under
+	// rkey, whose values were orig: an implementation whose lock outlives
+	// a dead holder restores them for the next owner, so that an atomic is
+	// never left half-applied. The table in the node's process does
+	// nothing.
+	Journal(s uint32, rkey uint32, addr uint64, orig *[4]uint64, n int)
+}
+
+// StripeOf is the lock stripe of an atomic at addr.
+func StripeOf(addr uint64) uint32 { return uint32((addr >> 5) % LockStripes) }
+
+// lockTable is the default AtomicLocks: a mutex per stripe.
 type lockTable struct {
 	stripes [LockStripes]struct {
 		sync.Mutex
@@ -25,20 +47,30 @@ type lockTable struct {
 }
 
 func (t *lockTable) lock(addr uint64) *sync.Mutex {
-	return &t.stripes[(addr>>5)%LockStripes].Mutex
+	return &t.stripes[StripeOf(addr)].Mutex
 }
+
+// Lock implements AtomicLocks.
+func (t *lockTable) Lock(s uint32) { t.stripes[s].Lock() }
+
+// Unlock implements AtomicLocks.
+func (t *lockTable) Unlock(s uint32) { t.stripes[s].Unlock() }
+
+// Journal implements AtomicLocks: a mutex dies with its process.
+func (t *lockTable) Journal(uint32, uint32, uint64, *[4]uint64, int) {}
 
 // word returns the 8-byte word at b[0:8] for atomic access; b must be
 // 8-byte aligned.
 func word(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }
 
-// execAtomic runs an atomic operation on the bytes of remote memory mem
-// (its size, aligned, checked by the caller) and writes the original
-// value into orig. It reports whether a compare-and-swap swapped.
-func (t *lockTable) execAtomic(op verbs.Opcode, a *verbs.AtomicArgs, remoteAddr uint64, mem []byte, orig *[4]uint64) bool {
-	mu := t.lock(remoteAddr)
-	mu.Lock()
-	defer mu.Unlock()
+// execAtomic runs an atomic operation on the bytes of memory mem (at
+// remoteAddr under rkey; its size, aligned, checked by the caller) under
+// the locks l and writes the original value into orig. It reports whether
+// a compare-and-swap swapped.
+func execAtomic(l AtomicLocks, op verbs.Opcode, a *verbs.AtomicArgs, rkey uint32, remoteAddr uint64, mem []byte, orig *[4]uint64) bool {
+	s := StripeOf(remoteAddr)
+	l.Lock(s)
+	defer l.Unlock(s)
 	switch op {
 	case verbs.OpAtomicCmpAndSwp:
 		p := word(mem)
@@ -67,6 +99,9 @@ func (t *lockTable) execAtomic(op verbs.Opcode, a *verbs.AtomicArgs, remoteAddr 
 		if !compare(&cur, a, n) {
 			return false
 		}
+		if n > 1 {
+			l.Journal(s, rkey, remoteAddr, &cur, n)
+		}
 		for i := 0; i < n; i++ {
 			nv := cur[i]&^a.SwapMask[i] | a.Swap[i]&a.SwapMask[i]
 			if nv != cur[i] {
@@ -75,6 +110,9 @@ func (t *lockTable) execAtomic(op verbs.Opcode, a *verbs.AtomicArgs, remoteAddr 
 		}
 		return true
 	case verbs.OpMaskedFetchAndAdd:
+		if n > 1 {
+			l.Journal(s, rkey, remoteAddr, &cur, n)
+		}
 		for i := 0; i < n; i++ {
 			atomic.StoreUint64(word(mem[8*i:]), fieldAdd(cur[i], a.Swap[i], a.SwapMask[i]))
 		}

@@ -234,7 +234,7 @@ func respondAtomic(dq *QP, op verbs.Opcode, a *verbs.AtomicArgs, rkey uint32, ad
 	if st != verbs.StatusSuccess {
 		return st
 	}
-	dq.node.locks.execAtomic(op, a, addr, mem, orig)
+	execAtomic(dq.node.locks, op, a, rkey, addr, mem, orig)
 	m.release()
 	return verbs.StatusSuccess
 }

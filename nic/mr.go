@@ -88,6 +88,9 @@ func (m *MR) Deregister() error {
 		return fmt.Errorf("%w: MR already deregistered", verbs.ErrInvalidState)
 	}
 	n := m.pd.node
+	if n.obs != nil {
+		n.obs.RegionRemoved(m)
+	}
 	n.keys.remove(m)
 	m.refs.Add(-deadBias)
 	for i := 0; m.refs.Load() != -deadBias; i++ {
@@ -149,6 +152,9 @@ func allocMR(pd *PD, size int, access verbs.Access) (*MR, error) {
 	}
 	pd.node.keys.add(m)
 	pd.mrs.Add(1)
+	if o := pd.node.obs; o != nil {
+		o.RegionAdded(m)
+	}
 	return m, nil
 }
 

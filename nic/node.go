@@ -68,6 +68,10 @@ type Config struct {
 	// MemFD backs every memory region with a memfd (MR.FD) that other
 	// processes can map, instead of anonymous memory.
 	MemFD bool
+	// Locks, if set, replace the node's atomics lock table.
+	Locks AtomicLocks
+	// Observer, if set, learns of regions and QPs as they change.
+	Observer Observer
 	// Progress, if set, is called by CQ.Poll when the CQ is empty: the
 	// transport reads whatever responses have arrived, on the polling
 	// goroutine, so a busy poller needs no hand-off from another goroutine.
@@ -94,7 +98,8 @@ type Node struct {
 	attr  verbs.DeviceAttr
 	net   Network
 	keys  *keyTable
-	locks lockTable
+	locks AtomicLocks
+	obs   Observer
 
 	mu       sync.Mutex
 	qps      atomic.Pointer[map[uint32]*QP]
@@ -156,6 +161,11 @@ func NewNode(c Config) *Node {
 		memfd:    c.MemFD,
 		progress: c.Progress,
 		sessions: map[*Session]struct{}{},
+		locks:    c.Locks,
+		obs:      c.Observer,
+	}
+	if n.locks == nil {
+		n.locks = &lockTable{}
 	}
 	m := map[uint32]*QP{}
 	n.qps.Store(&m)

@@ -44,6 +44,12 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 			continue
 		}
 		if remote {
+			if q.direct != nil && q.sq.len() == 0 && oneSided(wr.Opcode) {
+				if st, n, ok := q.execDirect(wr); ok {
+					q.completeLocked(wr, seq, st, n)
+					continue
+				}
+			}
 			q.enqueue(wr, seq) // goes out with the deferred transmitLocked
 			continue
 		}

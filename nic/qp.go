@@ -37,8 +37,9 @@ type QP struct {
 
 	mu          sync.Mutex // send side, attributes and the deferred queue
 	dest        Target
-	destNode    *Node // dest when it is in this process
-	destLink    Link  // dest when it is in another process
+	destNode    *Node      // dest when it is in this process
+	destLink    Link       // dest when it is in another process
+	direct      DirectLink // destLink, when its memory is mapped here
 	destQPN     uint32
 	destQP      *QP
 	epoch       uint32 // counts connections: Modify to RTR starts a new one
@@ -149,6 +150,7 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	rcq.users.Add(1)
 	pd.qps.Add(1)
 	n.addQP(q)
+	q.published()
 	return q, nil
 }
 
@@ -243,6 +245,7 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 		}
 	}
 	q.state.Store(uint32(a.State))
+	q.published()
 	return nil
 }
 
@@ -263,16 +266,18 @@ func (q *QP) resetLocked() {
 	q.setDest(nil)
 	q.destQP, q.destQPN = nil, 0
 	q.rnrHold = false
+	q.published()
 }
 
 // setDest records the RC peer, local or remote.
 func (q *QP) setDest(t Target) {
-	q.dest, q.destNode, q.destLink = t, nil, nil
+	q.dest, q.destNode, q.destLink, q.direct = t, nil, nil, nil
 	switch d := t.(type) {
 	case *Node:
 		q.destNode = d
 	case Link:
 		q.destLink = d
+		q.direct, _ = d.(DirectLink)
 	}
 }
 
@@ -280,6 +285,7 @@ func (q *QP) setDest(t Target) {
 // and the QP's own receives with StatusWRFlushErr completions.
 func (q *QP) errorLocked() {
 	q.state.Store(uint32(verbs.StateError))
+	q.published()
 	q.rnrHold = false
 	for q.sq.len() > 0 {
 		e := q.sq.front()
@@ -315,6 +321,7 @@ func (q *QP) toError() {
 			break
 		}
 	}
+	q.published()
 	go func() {
 		q.mu.Lock()
 		if q.State() == verbs.StateError {
@@ -360,6 +367,7 @@ func (q *QP) Destroy() error {
 	}
 	q.resetLocked()
 	q.state.Store(uint32(stateDestroyed))
+	q.published()
 	q.mu.Unlock()
 	q.node.removeQP(q)
 	q.sendCQ.users.Add(-1)
