@@ -143,6 +143,9 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 
 // Wait implements verbs.CQ.
 func (c *CQ) Wait(ctx context.Context) error {
+	if f := c.node.idle; f != nil {
+		f()
+	}
 	select {
 	case <-c.ev:
 		return nil

@@ -126,13 +126,19 @@ func allocMR(pd *PD, size int, access verbs.Access) (*MR, error) {
 	flags := unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
 	if pd.node.memfd {
 		var err error
-		fd, err = unix.MemfdCreate("rdmakit-mr", unix.MFD_CLOEXEC)
+		fd, err = unix.MemfdCreate("rdmakit-mr", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 		if err != nil {
 			return nil, fmt.Errorf("%w: memfd_create: %v", verbs.ErrNoMemory, err)
 		}
 		if err := unix.Ftruncate(fd, int64(mapped)); err != nil {
 			unix.Close(fd)
 			return nil, fmt.Errorf("%w: ftruncate memfd to %d bytes: %v", verbs.ErrNoMemory, mapped, err)
+		}
+		// Sealed at its size: a process that maps the region can rely on
+		// every page staying there (no SIGBUS from a shrunk file).
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("%w: seal memfd: %v", verbs.ErrNoMemory, err)
 		}
 		flags = unix.MAP_SHARED
 	}

@@ -72,6 +72,10 @@ type Config struct {
 	Locks AtomicLocks
 	// Observer, if set, learns of regions and QPs as they change.
 	Observer Observer
+	// Idle, if set, is called when a goroutine is about to block in
+	// CQ.Wait: nobody may be polling now, so a transport that relies on
+	// polling goroutines for progress hands it to its own.
+	Idle func()
 	// Progress, if set, is called by CQ.Poll when the CQ is empty: the
 	// transport reads whatever responses have arrived, on the polling
 	// goroutine, so a busy poller needs no hand-off from another goroutine.
@@ -111,6 +115,7 @@ type Node struct {
 	onClose  func()
 	memfd    bool
 	progress func()
+	idle     func()
 
 	sessMu   sync.Mutex
 	sessions map[*Session]struct{}
@@ -160,6 +165,7 @@ func NewNode(c Config) *Node {
 		onClose:  c.OnClose,
 		memfd:    c.MemFD,
 		progress: c.Progress,
+		idle:     c.Idle,
 		sessions: map[*Session]struct{}{},
 		locks:    c.Locks,
 		obs:      c.Observer,

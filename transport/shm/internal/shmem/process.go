@@ -55,6 +55,28 @@ func makeID(pid int, token uint32) ProcessID {
 	return ProcessID(uint64(uint32(pid))<<32 | uint64(token))
 }
 
+// ProcessOf returns the ProcessID of the running process pid (for
+// instance a peer's pid from SO_PEERCRED).
+func ProcessOf(pid int) (ProcessID, error) {
+	if pid <= 0 {
+		return 0, fmt.Errorf("shmem: pid %d", pid)
+	}
+	if pid == self().id.Pid() {
+		return self().id, nil
+	}
+	if !self().proc {
+		return 0, fmt.Errorf("shmem: /proc is not readable: cannot name process %d", pid)
+	}
+	state, start, err := procStat(pid)
+	if err != nil {
+		return 0, fmt.Errorf("shmem: process %d: %w", pid, err)
+	}
+	if state == 'Z' || state == 'X' {
+		return 0, fmt.Errorf("shmem: process %d has exited", pid)
+	}
+	return makeID(pid, uint32(start)), nil
+}
+
 // Alive reports whether the process p names still exists and can still
 // act: false once it has exited, been killed (also while it is an
 // unreaped zombie) or its pid has been taken by a different process.
