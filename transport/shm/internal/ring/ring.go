@@ -241,6 +241,18 @@ func (r *Ring) fits(need uint64) (bool, error) {
 	return r.tail-r.headSeen+need <= r.capacity, nil
 }
 
+// Fits reports whether a message of n bytes would fit now (Reserve(n)
+// would succeed). It is a producer-side call.
+func (r *Ring) Fits(n int) (bool, error) {
+	if r.errProd != nil {
+		return false, r.errProd
+	}
+	if n < 0 || n > r.maxMsg {
+		return false, ErrTooLarge
+	}
+	return r.fits(r.need(n))
+}
+
 // Reserve reserves room for a message of n bytes and returns the n-byte
 // slice of the ring to fill; Commit publishes it. It never waits: when the
 // message does not fit now it returns ErrFull (see WaitSpace). It returns

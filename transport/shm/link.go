@@ -1,0 +1,316 @@
+package shm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmakit/rdmakit/internal/wire"
+	"github.com/rdmakit/rdmakit/nic"
+	"github.com/rdmakit/rdmakit/transport/shm/internal/ring"
+	"github.com/rdmakit/rdmakit/transport/shm/internal/shmem"
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// errLinkDead is what Append and Flush return once a link failed.
+var errLinkDead = errors.New("shm: link down")
+
+// link is the requester side of a connection to another device
+// (nic.DirectLink): one-sided operations run directly on the peer's
+// regions, mapped here; everything else is a request in the request ring,
+// answered in the response ring.
+type link struct {
+	d       *device
+	address string
+	conn    *net.UnixConn // nil for a link to an unreachable device
+	peer    shmem.ProcessID
+	rings   *connRings
+	peerSeg *nodeSeg
+	locks   *sharedLocks
+
+	maps atomic.Pointer[map[uint32]*mapping] // by rkey
+	mmu  sync.Mutex                          // map updates
+
+	pmu      sync.Mutex // producer of the request ring
+	full     bool
+	fullNeed int
+
+	cmu  sync.Mutex // consumer of the response ring
+	resp nic.Response
+
+	lastRecv atomic.Int64
+	dead     atomic.Bool
+	deadErr  error
+	ctx      context.Context
+	cancel   context.CancelFunc
+	once     sync.Once
+}
+
+// mapping is one of the peer's regions as this process maps it.
+type mapping struct {
+	slot   uint32
+	live   uint64
+	rkey   uint32
+	pd     uint32
+	access verbs.Access
+	base   uint64
+	mem    []byte
+	seg    *shmem.Segment
+}
+
+var _ nic.DirectLink = (*link)(nil)
+
+// Address implements nic.Link.
+func (l *link) Address() string { return l.address }
+
+// Append implements nic.Link: the request goes into the request ring.
+func (l *link) Append(r *nic.Request) error {
+	n := wire.RequestLen(r)
+	l.pmu.Lock()
+	if l.dead.Load() {
+		l.pmu.Unlock()
+		return errLinkDead
+	}
+	b, err := l.rings.req.Reserve(n)
+	if err != nil {
+		full := errors.Is(err, ring.ErrFull)
+		if full {
+			l.full, l.fullNeed = true, n
+		}
+		l.pmu.Unlock()
+		if full {
+			return nic.ErrLinkFull
+		}
+		go l.fail(err)
+		return err
+	}
+	wire.AppendRequest(b[:0], r)
+	l.rings.req.Commit()
+	l.pmu.Unlock()
+	return nil
+}
+
+// Flush implements nic.Link: it rings the peer's bell (one doorbell per
+// post list) and, when the ring was full, waits for room.
+func (l *link) Flush() error {
+	if l.dead.Load() {
+		return errLinkDead
+	}
+	l.peerSeg.ring()
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	if !l.full || l.dead.Load() {
+		return nil
+	}
+	l.full = false
+	err := l.rings.req.WaitSpace(l.ctx, l.fullNeed, l.d.opts.spin, nil)
+	if err != nil && !l.dead.Load() {
+		go l.fail(err)
+	}
+	return err
+}
+
+// Progressed implements nic.Link.
+func (l *link) Progressed(d time.Duration) bool {
+	return time.Now().UnixNano()-l.lastRecv.Load() < int64(d)
+}
+
+// poll hands the responses waiting in the ring to the node, unless
+// another goroutine is at it, and reports whether there were any.
+func (l *link) poll() bool {
+	if l.conn == nil || !l.cmu.TryLock() {
+		return false
+	}
+	defer l.cmu.Unlock()
+	if l.dead.Load() {
+		return false
+	}
+	n := 0
+	for ; n < pollBudget; n++ {
+		msg, err := l.rings.resp.Peek()
+		if err != nil {
+			if !errors.Is(err, ring.ErrEmpty) {
+				go l.fail(err)
+			}
+			break
+		}
+		if err := wire.DecodeResponse(msg, &l.resp); err != nil {
+			go l.fail(err)
+			break
+		}
+		l.d.node.HandleResponse(&l.resp)
+		l.rings.resp.Release()
+	}
+	if n > 0 {
+		l.lastRecv.Store(time.Now().UnixNano())
+		if b := l.rings.blocked; atomic.LoadUint32(b) != 0 && atomic.SwapUint32(b, 0) != 0 {
+			l.peerSeg.ring()
+		}
+	}
+	return n > 0
+}
+
+// Remote implements nic.DirectLink.
+func (l *link) Remote(qpn, rkey uint32, addr, n uint64, need verbs.Access) ([]byte, verbs.Status, bool) {
+	if l.conn == nil {
+		return nil, 0, false
+	}
+	w := atomic.LoadUint64(l.peerSeg.qpWord(qpn))
+	if uint32(w>>32) != qpn {
+		return nil, 0, false
+	}
+	if st := verbs.QPState(uint8(w >> 24)); st != verbs.StateRTR && st != verbs.StateRTS {
+		return nil, verbs.StatusRetryExcErr, true
+	}
+	m := (*l.maps.Load())[rkey]
+	if m == nil {
+		return nil, 0, false // not mapped (yet): the device decides
+	}
+	if atomic.LoadUint64(l.peerSeg.mrLive(m.slot)) != m.live || m.pd != uint32(uint16(w)) ||
+		m.access&need == 0 || verbs.Access(uint8(w>>16))&need == 0 {
+		return nil, verbs.StatusRemAccessErr, true
+	}
+	if addr < m.base || n > uint64(len(m.mem)) || addr-m.base > uint64(len(m.mem))-n {
+		return nil, verbs.StatusRemAccessErr, true
+	}
+	off := addr - m.base
+	return m.mem[off : off+n : off+n], verbs.StatusSuccess, true
+}
+
+// Locks implements nic.DirectLink.
+func (l *link) Locks() nic.AtomicLocks { return l.locks }
+
+// resolve returns the peer's bytes at addr under rkey as mapped here (lock
+// recovery), or nil.
+func (l *link) resolve(rkey uint32, addr, n uint64) []byte {
+	m := (*l.maps.Load())[rkey]
+	if m == nil || addr < m.base || n > uint64(len(m.mem)) || addr-m.base > uint64(len(m.mem))-n {
+		return nil
+	}
+	off := addr - m.base
+	return m.mem[off : off+n]
+}
+
+// readControl handles the device's REGION and REVOKE messages until the
+// connection ends, which fails the link: the device is gone.
+func (l *link) readControl() {
+	defer l.d.wg.Done()
+	for {
+		m, err := recvCtl(l.conn)
+		if err != nil {
+			l.fail(fmt.Errorf("peer %s: %w", l.address, err))
+			return
+		}
+		switch m.kind {
+		case ctlRegion:
+			l.addRegion(&m)
+		case ctlRevoke:
+			l.revoke(m.u32, m.live)
+		default:
+			closeFDs(m.fds)
+			l.fail(fmt.Errorf("%w: unexpected control kind %d", ErrProtocol, m.kind))
+			return
+		}
+	}
+}
+
+// addRegion maps a region the device published.
+func (l *link) addRegion(m *ctlMsg) {
+	defer closeFDs(m.fds)
+	if atomic.LoadUint64(l.peerSeg.mrLive(m.u32)) != m.live {
+		return // already revoked
+	}
+	info := l.peerSeg.readMR(m.u32)
+	seg, err := shmem.Open(m.fds[0], 0)
+	if err != nil {
+		return
+	}
+	if !seg.Sealed() || info.length == 0 || info.length > uint64(seg.Size()) || info.base+info.length < info.base {
+		seg.Close() // unsafe or inconsistent: leave the region to the ring path
+		return
+	}
+	mp := &mapping{slot: m.u32, live: m.live, rkey: info.rkey, pd: info.pd, access: verbs.Access(info.access),
+		base: info.base, mem: seg.Bytes()[:info.length:info.length], seg: seg}
+	l.mmu.Lock()
+	if l.dead.Load() {
+		l.mmu.Unlock()
+		seg.Close()
+		return
+	}
+	old := *l.maps.Load()
+	nm := make(map[uint32]*mapping, len(old)+1)
+	for k, v := range old {
+		nm[k] = v
+	}
+	stale := nm[mp.rkey]
+	nm[mp.rkey] = mp
+	l.maps.Store(&nm)
+	l.mmu.Unlock()
+	if stale != nil {
+		l.d.node.Quiesce(l)
+		stale.seg.Close()
+	}
+}
+
+// revoke unmaps a region the device deregistered, once no operation on it
+// is running here.
+func (l *link) revoke(slot uint32, live uint64) {
+	l.mmu.Lock()
+	old := *l.maps.Load()
+	var gone *mapping
+	nm := make(map[uint32]*mapping, len(old))
+	for k, v := range old {
+		if v.slot == slot && v.live == live {
+			gone = v
+			continue
+		}
+		nm[k] = v
+	}
+	l.maps.Store(&nm)
+	l.mmu.Unlock()
+	if gone != nil {
+		l.d.node.Quiesce(l)
+		gone.seg.Close()
+	}
+}
+
+// isDead reports whether the link failed.
+func (l *link) isDead() bool { return l.dead.Load() }
+
+// fail takes the link down: its QPs fail (RETRY_EXC_ERR, then ERROR) and
+// its mappings and rings are released once nothing uses them.
+func (l *link) fail(err error) {
+	l.once.Do(func() {
+		l.dead.Store(true)
+		l.deadErr = err
+		if l.cancel != nil {
+			l.cancel()
+		}
+		l.d.forget(l)
+		l.d.node.LinkDown(l)
+		if l.conn == nil {
+			return
+		}
+		l.conn.Close()
+		l.mmu.Lock()
+		old := *l.maps.Load()
+		empty := map[uint32]*mapping{}
+		l.maps.Store(&empty)
+		l.mmu.Unlock()
+		l.d.node.Quiesce(l)
+		for _, m := range old {
+			m.seg.Close()
+		}
+		l.pmu.Lock()
+		l.cmu.Lock()
+		l.rings.seg.Close()
+		l.cmu.Unlock()
+		l.pmu.Unlock()
+		// The peer's node segment stays mapped: QPs may still hold its
+		// lock table through an atomic in progress; it goes with the device.
+	})
+}

@@ -1,0 +1,5 @@
+package shm_test
+
+import "os"
+
+var pid = os.Getpid()
