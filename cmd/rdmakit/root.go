@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	_ "github.com/rdmakit/rdmakit/transport/loop" // the default transport
+	_ "github.com/rdmakit/rdmakit/transport/shm"  // cross-process shared memory
 	_ "github.com/rdmakit/rdmakit/transport/tcp"  // cross-host soft NIC
 	"github.com/rdmakit/rdmakit/verbs"
 )

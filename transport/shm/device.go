@@ -1,7 +1,6 @@
 package shm
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -220,13 +219,19 @@ func (d *device) run() {
 			lastExpire = now
 			d.node.Expire()
 		}
-		if d.drain() {
-			lastWork = now
+		if p := d.polls.Load(); p != lastPolls {
+			// An application goroutine polls and does the work: stay out
+			// of its way (two busy goroutines starve a small machine).
+			lastPolls = p
+			if d.sleep(timer, time.Millisecond) {
+				// It is about to block: take over now.
+				lastPolls = d.polls.Load()
+				lastWork = time.Now()
+			}
 			continue
 		}
-		if p := d.polls.Load(); p != lastPolls {
-			lastPolls = p
-			d.sleep(timer, time.Millisecond)
+		if d.drain() {
+			lastWork = now
 			continue
 		}
 		if now.Sub(lastWork) < d.opts.spin {
@@ -250,16 +255,18 @@ func (d *device) run() {
 	}
 }
 
-// sleep waits for dur, a kick or the device's end.
-func (d *device) sleep(t *time.Timer, dur time.Duration) {
+// sleep waits for dur, a kick or the device's end; it reports a kick.
+func (d *device) sleep(t *time.Timer, dur time.Duration) bool {
 	t.Reset(dur)
 	select {
 	case <-t.C:
+		return false
 	case <-d.kick:
-		if !t.Stop() {
-			<-t.C
-		}
+		t.Stop()
+		return true
 	case <-d.stop:
+		t.Stop()
+		return false
 	}
 }
 
@@ -455,9 +462,4 @@ func Mapped(dev verbs.Device, address string, rkey uint32) bool {
 	l := d.links[address]
 	d.mu.Unlock()
 	return l != nil && !l.isDead() && (*l.maps.Load())[rkey] != nil
-}
-
-// waitCtx is a context bounded by the device's dial timeout.
-func (d *device) waitCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d.opts.dialTimeout)
 }

@@ -168,16 +168,12 @@ func (s *session) write() {
 func (s *session) read() {
 	defer s.d.wg.Done()
 	var buf [maxCtl]byte
-	for {
-		_, fds, err := shmem.RecvFDs(s.conn, buf[:], 2)
-		closeFDs(fds)
-		if err != nil {
-			s.close(err)
-			return
-		}
-		s.close(ErrProtocol)
-		return
+	_, fds, err := shmem.RecvFDs(s.conn, buf[:], 2)
+	closeFDs(fds)
+	if err == nil {
+		err = ErrProtocol
 	}
+	s.close(err)
 }
 
 // close ends the session: the peer is gone or misbehaved. Its requests
