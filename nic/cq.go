@@ -27,7 +27,9 @@ const (
 type CQ struct {
 	node    *Node
 	mu      sync.Mutex
-	ring    []cqe
+	ring    []cqe // a power of two entries, at least depth
+	mask    uint64
+	depth   uint64
 	head    uint64
 	tail    uint64
 	overrun bool
@@ -41,7 +43,12 @@ type CQ struct {
 var _ verbs.CQ = (*CQ)(nil)
 
 func newCQ(n *Node, depth int) *CQ {
-	return &CQ{node: n, ring: make([]cqe, depth), ev: make(chan struct{}, 1), done: make(chan struct{})}
+	size := 1
+	for size < depth {
+		size <<= 1
+	}
+	return &CQ{node: n, ring: make([]cqe, size), mask: uint64(size - 1), depth: uint64(depth),
+		ev: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // push appends a completion. It returns false when the CQ is full: the
@@ -53,17 +60,18 @@ func (c *CQ) push(wc *verbs.WC, qp *QP, seq uint64, solicited bool) bool {
 		c.mu.Unlock()
 		return true
 	}
-	if c.overrun || c.tail-c.head >= uint64(len(c.ring)) {
+	tail := c.tail
+	if c.overrun || tail-c.head >= c.depth {
 		c.overrun = true
 		c.signal()
 		c.mu.Unlock()
 		return false
 	}
-	e := &c.ring[c.tail%uint64(len(c.ring))]
+	e := &c.ring[tail&c.mask]
 	e.wc = *wc
 	e.qp = qp
 	e.seq = seq
-	c.tail++
+	c.tail = tail + 1
 	if c.armed == armAny || (c.armed == armSolicited && (solicited || wc.Status != verbs.StatusSuccess)) {
 		c.signal()
 	}
@@ -82,39 +90,37 @@ func (c *CQ) signal() {
 
 // Poll implements verbs.CQ.
 func (c *CQ) Poll(wc []verbs.WC) (int, error) {
-	if p := c.node.progress; p != nil && len(wc) > 0 && c.empty() {
-		// Nothing queued: drive the transport once (read what the network
-		// has, on this goroutine), as a NIC driver's poll does.
-		p()
-	}
 	c.mu.Lock()
-	n := int(c.tail - c.head)
+	if c.tail == c.head && len(wc) > 0 {
+		if p := c.node.progress; p != nil {
+			// Nothing queued: drive the transport once (read what the
+			// network has, on this goroutine), as a NIC driver's poll does.
+			c.mu.Unlock()
+			p()
+			c.mu.Lock()
+		}
+	}
+	head := c.head
+	n := int(c.tail - head)
 	if n > len(wc) {
 		n = len(wc)
 	}
 	for i := 0; i < n; i++ {
-		e := &c.ring[c.head%uint64(len(c.ring))]
+		e := &c.ring[head&c.mask]
 		wc[i] = e.wc
 		if e.qp != nil {
 			e.qp.reap(e.seq)
 			e.qp = nil
 		}
-		c.head++
+		head++
 	}
+	c.head = head
 	over := c.overrun
 	c.mu.Unlock()
 	if over {
 		return n, verbs.ErrCQOverrun
 	}
 	return n, nil
-}
-
-// empty reports whether no completion is queued.
-func (c *CQ) empty() bool {
-	c.mu.Lock()
-	e := c.tail == c.head
-	c.mu.Unlock()
-	return e
 }
 
 // Len returns the number of completions waiting to be polled.
@@ -157,7 +163,7 @@ func (c *CQ) Wait(ctx context.Context) error {
 }
 
 // Depth implements verbs.CQ.
-func (c *CQ) Depth() int { return len(c.ring) }
+func (c *CQ) Depth() int { return int(c.depth) }
 
 // Destroy implements verbs.CQ.
 func (c *CQ) Destroy() error {

@@ -55,60 +55,113 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 	d := q.direct
 	switch wr.Opcode {
 	case verbs.OpRead:
-		nl, st := q.resolveLocal(wr.SGL, true, false)
+		nl, st := q.resolveLocalDirect(wr.SGL, true, false)
 		if st != verbs.StatusSuccess {
 			return st, 0, true
 		}
-		defer q.releaseLocal(nl)
 		var total uint64
 		for i := 0; i < nl; i++ {
 			total += uint64(len(q.lbuf[i]))
 		}
+		if total == 0 {
+			return verbs.StatusSuccess, 0, true
+		}
 		src, st, ok := d.Remote(q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteRead)
-		if !ok || st != verbs.StatusSuccess {
-			return st, 0, ok
+		if ok && st == verbs.StatusSuccess {
+			if nl == 1 && total == 8 && wr.RemoteAddr&7 == 0 {
+				binary.NativeEndian.PutUint64(q.lbuf[0], atomic.LoadUint64(word(src)))
+			} else {
+				scatter(q.lbuf[:nl], src)
+			}
 		}
-		if nl == 1 && total == 8 && wr.RemoteAddr&7 == 0 {
-			binary.NativeEndian.PutUint64(q.lbuf[0], atomic.LoadUint64(word(src)))
-		} else {
-			scatter(q.lbuf[:nl], src)
-		}
-		return verbs.StatusSuccess, uint32(total), true
+		return st, uint32(total), ok
 	case verbs.OpWrite:
-		nbuf, nref, total, st := q.payload(wr, nil)
+		nbuf, st := q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
 		if st != verbs.StatusSuccess {
 			return st, 0, true
 		}
-		defer q.releaseLocal(nref)
+		var total uint64
+		for i := 0; i < nbuf; i++ {
+			total += uint64(len(q.lbuf[i]))
+		}
+		if total == 0 {
+			return verbs.StatusSuccess, 0, true
+		}
 		dst, st, ok := d.Remote(q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteWrite)
-		if !ok || st != verbs.StatusSuccess {
-			return st, 0, ok
+		if ok && st == verbs.StatusSuccess {
+			if nbuf == 1 && total == 8 && wr.RemoteAddr&7 == 0 {
+				atomic.StoreUint64(word(dst), binary.NativeEndian.Uint64(q.lbuf[0]))
+			} else {
+				gather(dst, q.lbuf[:nbuf])
+			}
 		}
-		if nbuf == 1 && total == 8 && wr.RemoteAddr&7 == 0 {
-			atomic.StoreUint64(word(dst), binary.NativeEndian.Uint64(q.lbuf[0]))
-		} else {
-			gather(dst, q.lbuf[:nbuf])
-		}
-		return verbs.StatusSuccess, uint32(total), true
+		return st, uint32(total), ok
 	}
 	size := atomicSize(wr.Opcode, &wr.Atomic)
-	nl, st := q.resolveLocal(wr.SGL, true, false)
+	nl, st := q.resolveLocalDirect(wr.SGL, true, false)
 	if st != verbs.StatusSuccess {
 		return st, 0, true
 	}
-	defer q.releaseLocal(nl)
+	st, ok = q.atomicDirect(wr, size, nl)
+	return st, uint32(size), ok
+}
+
+// atomicDirect runs an atomic whose local buffer q.lbuf resolved (nl
+// entries) against the responder's mapped memory.
+func (q *QP) atomicDirect(wr *verbs.SendWR, size uint64, nl int) (verbs.Status, bool) {
 	if nl != 1 || uint64(len(q.lbuf[0])) != size {
-		return verbs.StatusLocLenErr, 0, true
+		return verbs.StatusLocLenErr, true
 	}
 	if (size != 8 && size != 16 && size != 32) || wr.RemoteAddr%size != 0 {
-		return verbs.StatusRemInvReqErr, 0, true
+		return verbs.StatusRemInvReqErr, true
 	}
+	d := q.direct
 	mem, st, ok := d.Remote(q.destQPN, wr.RKey, wr.RemoteAddr, size, verbs.AccessRemoteAtomic)
 	if !ok || st != verbs.StatusSuccess {
-		return st, 0, ok
+		return st, ok
 	}
 	var orig [4]uint64
 	execAtomic(d.Locks(), wr.Opcode, &wr.Atomic, wr.RKey, wr.RemoteAddr, mem, &orig)
 	putWords(q.lbuf[0], &orig)
-	return verbs.StatusSuccess, uint32(size), true
+	return verbs.StatusSuccess, true
+}
+
+// resolveLocalDirect is resolveLocal for the direct path, which runs with
+// q.mu held from start to end: instead of pinning each region with a
+// reference it relies on MR.Deregister quiescing every QP (taking its lock)
+// before it unmaps, so a region found here stays mapped until q.mu is
+// released.
+func (q *QP) resolveLocalDirect(sgl []verbs.SGE, dst, inline bool) (int, verbs.Status) {
+	n := 0
+	for i := range sgl {
+		s := &sgl[i]
+		if s.Length == 0 {
+			continue
+		}
+		m := q.node.keys.local(s.LKey)
+		if inline && (m == nil || m.pd != q.pd) {
+			m = q.node.keys.containing(q.pd, s.Addr, uint64(s.Length))
+		}
+		if m == nil || m.pd != q.pd || (dst && m.access&verbs.AccessLocalWrite == 0) || m.gone.Load() {
+			return 0, verbs.StatusLocProtErr
+		}
+		b, ok := m.slice(s.Addr, uint64(s.Length))
+		if !ok {
+			return 0, verbs.StatusLocProtErr
+		}
+		q.lbuf[n] = b
+		n++
+	}
+	return n, verbs.StatusSuccess
+}
+
+// quiesceQPs waits until no QP of the node is inside a critical section
+// that started before the call (see resolveLocalDirect).
+func (n *Node) quiesceQPs() {
+	for _, q := range *n.qps.Load() {
+		q.mu.Lock()
+		busy := q.direct != nil // the wait is the point; the test keeps the section non-empty
+		q.mu.Unlock()
+		_ = busy
+	}
 }

@@ -100,6 +100,7 @@ func (m *MR) Deregister() error {
 			time.Sleep(10 * time.Microsecond)
 		}
 	}
+	n.quiesceQPs() // direct operations do not take references
 	m.pd.mrs.Add(-1)
 	err := unix.Munmap(m.buf[:cap(m.buf)])
 	m.buf = nil

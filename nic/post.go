@@ -17,6 +17,9 @@ import (
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	q.mu.Lock()
 	err := q.postLocked(wrs)
+	if q.destLink != nil && q.typ == verbs.RC {
+		q.transmitLocked()
+	}
 	q.pumpAndUnlock()
 	return err
 }
@@ -25,10 +28,7 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 	if s := q.State(); s != verbs.StateRTS && s != verbs.StateError {
 		return &verbs.PostError{Err: fmt.Errorf("%w: post send in %v", verbs.ErrInvalidState, s)}
 	}
-	remote := q.typ == verbs.RC && q.destLink != nil
-	if remote {
-		defer q.transmitLocked()
-	}
+	remote := q.typ == verbs.RC && q.destLink != nil // transmitted by PostSend
 	for i := range wrs {
 		wr := &wrs[i]
 		if err := q.validate(wr); err != nil {

@@ -32,8 +32,9 @@ type link struct {
 	peerSeg *nodeSeg
 	locks   *sharedLocks
 
-	maps atomic.Pointer[map[uint32]*mapping] // by rkey
-	mmu  sync.Mutex                          // map updates
+	maps  atomic.Pointer[map[uint32]*mapping] // by rkey
+	cache [64]atomic.Pointer[mapping]         // by rkey mod 64: the last used
+	mmu   sync.Mutex                          // map updates
 
 	pmu      sync.Mutex // producer of the request ring
 	full     bool
@@ -156,8 +157,8 @@ func (l *link) poll() bool {
 
 // Remote implements nic.DirectLink.
 func (l *link) Remote(qpn, rkey uint32, addr, n uint64, need verbs.Access) ([]byte, verbs.Status, bool) {
-	if l.conn == nil {
-		return nil, 0, false
+	if l.dead.Load() {
+		return nil, 0, false // Append fails it
 	}
 	w := atomic.LoadUint64(l.peerSeg.qpWord(qpn))
 	if uint32(w>>32) != qpn {
@@ -166,9 +167,13 @@ func (l *link) Remote(qpn, rkey uint32, addr, n uint64, need verbs.Access) ([]by
 	if st := verbs.QPState(uint8(w >> 24)); st != verbs.StateRTR && st != verbs.StateRTS {
 		return nil, verbs.StatusRetryExcErr, true
 	}
-	m := (*l.maps.Load())[rkey]
-	if m == nil {
-		return nil, 0, false // not mapped (yet): the device decides
+	c := &l.cache[rkey%uint32(len(l.cache))]
+	m := c.Load()
+	if m == nil || m.rkey != rkey {
+		if m = (*l.maps.Load())[rkey]; m == nil {
+			return nil, 0, false // not mapped (yet): the device decides
+		}
+		c.Store(m) // a revoked mapping cached late still fails the live check below
 	}
 	if atomic.LoadUint64(l.peerSeg.mrLive(m.slot)) != m.live || m.pd != uint32(uint16(w)) ||
 		m.access&need == 0 || verbs.Access(uint8(w>>16))&need == 0 {
@@ -249,6 +254,7 @@ func (l *link) addRegion(m *ctlMsg) {
 	stale := nm[mp.rkey]
 	nm[mp.rkey] = mp
 	l.maps.Store(&nm)
+	l.uncache(stale)
 	l.mmu.Unlock()
 	if stale != nil {
 		l.d.node.Quiesce(l)
@@ -271,10 +277,19 @@ func (l *link) revoke(slot uint32, live uint64) {
 		nm[k] = v
 	}
 	l.maps.Store(&nm)
+	l.uncache(gone)
 	l.mmu.Unlock()
 	if gone != nil {
 		l.d.node.Quiesce(l)
 		gone.seg.Close()
+	}
+}
+
+// uncache drops m from the lookup cache (l.mmu held): after the caller
+// quiesces the node's QPs, no operation can still find it.
+func (l *link) uncache(m *mapping) {
+	if m != nil {
+		l.cache[m.rkey%uint32(len(l.cache))].CompareAndSwap(m, nil)
 	}
 }
 
@@ -300,6 +315,9 @@ func (l *link) fail(err error) {
 		old := *l.maps.Load()
 		empty := map[uint32]*mapping{}
 		l.maps.Store(&empty)
+		for i := range l.cache {
+			l.cache[i].Store(nil)
+		}
 		l.mmu.Unlock()
 		l.d.node.Quiesce(l)
 		for _, m := range old {
