@@ -1,0 +1,47 @@
+package shm
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmakit/rdmakit/nic"
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// HoldStripe connects dev to the device at peer, waits until it maps the
+// region rkey, then takes the atomics lock stripe of addr on the peer and
+// behaves like a 32-byte atomic caught half-way: it journals the 32 bytes
+// at addr and overwrites the first 16 of them with 0xff. It returns with
+// the stripe held, for a test to kill the process.
+func HoldStripe(dev verbs.Device, peer string, rkey uint32, addr uint64) error {
+	d, ok := dev.(*device)
+	if !ok {
+		return fmt.Errorf("not a shm device")
+	}
+	t, err := d.Resolve(peer)
+	if err != nil {
+		return err
+	}
+	l, ok := t.(*link)
+	if !ok || l.isDead() {
+		return fmt.Errorf("no link to %s", peer)
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.resolve(rkey, addr, 32) == nil; {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("region %#x never mapped", rkey)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mem := l.resolve(rkey, addr, 32)
+	s := nic.StripeOf(addr)
+	l.locks.Lock(s)
+	var orig [4]uint64
+	for i := range orig {
+		orig[i] = atomic.LoadUint64(u64(mem, 8*i))
+	}
+	l.locks.Journal(s, rkey, addr, &orig, 4)
+	atomic.StoreUint64(u64(mem, 0), ^uint64(0))
+	atomic.StoreUint64(u64(mem, 8), ^uint64(0))
+	return nil
+}
