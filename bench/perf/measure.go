@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/rdmakit/rdmakit/bench/stats"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -17,8 +18,32 @@ const warmup = 16
 // does not send SENDs back.
 var ErrNoEcho = errors.New("perf: the server does not echo SENDs")
 
+// clockEvery is how many operations the untimed latency loop of
+// MeasureAvg runs between two readings of the clock when it stops by
+// duration.
+const clockEvery = 256
+
 // Measure runs one cell. With a zero Stop it measures for a second.
 func (p *Pair) Measure(ctx context.Context, c Cell, s Stop) (Measurement, error) {
+	return p.measure(ctx, c, s, false)
+}
+
+// MeasureAvg runs the latency test of c — the same one-at-a-time loop as
+// Measure, post then poll to completion (for SEND, to the echo) — without
+// reading the clock around each operation, and reports the plain average:
+// Elapsed / Iters, as ucx_perftest's average is. Lat holds
+// only Count and Avg (half the round trip for SEND); the per-operation
+// clock readings Measure's latency test makes, and their cost in its
+// average, are left out. c.Test is ignored. When s stops by duration the
+// loop reads the clock every 256 operations, so it may run a little over.
+func (p *Pair) MeasureAvg(ctx context.Context, c Cell, s Stop) (Measurement, error) {
+	c.Test = Lat
+	return p.measure(ctx, c, s, true)
+}
+
+// measure runs one cell; untimed runs a latency test without per-operation
+// clock readings (MeasureAvg).
+func (p *Pair) measure(ctx context.Context, c Cell, s Stop, untimed bool) (Measurement, error) {
 	m := Measurement{Cell: c}
 	if err := p.check(c.Op, c.Size); err != nil {
 		return m, err
@@ -27,15 +52,27 @@ func (p *Pair) Measure(ctx context.Context, c Cell, s Stop) (Measurement, error)
 		s.Duration = time.Second
 	}
 	run := func(ctx context.Context) (err error) {
-		switch c.Test {
-		case Lat:
+		switch {
+		case c.Test == Lat && untimed:
+			if _, _, err = p.latency(ctx, c, Stop{Iters: warmup}, false); err != nil {
+				return err
+			}
+			m.Iters, m.Elapsed, err = p.untimedLatency(ctx, c, s)
+			if m.Iters > 0 {
+				avg := m.Elapsed / time.Duration(m.Iters)
+				if c.Op == Send {
+					avg /= 2
+				}
+				m.Lat = stats.Summary{Count: m.Iters, Avg: avg}
+			}
+		case c.Test == Lat:
 			if _, _, err = p.latency(ctx, c, Stop{Iters: warmup}, false); err != nil {
 				return err
 			}
 			p.lat.Reset()
 			m.Iters, m.Elapsed, err = p.latency(ctx, c, s, true)
 			m.Lat = p.lat.Summary()
-		case BW:
+		case c.Test == BW:
 			m.Iters, m.Elapsed, m.Peak, err = p.bandwidth(ctx, c, s)
 		}
 		return err
@@ -130,6 +167,37 @@ func (p *Pair) latency(ctx context.Context, c Cell, s Stop, record bool) (int, t
 		}
 		if (s.Iters > 0 && n >= s.Iters) || (s.Iters <= 0 && !t1.Before(deadline)) {
 			return n, t1.Sub(start), nil
+		}
+	}
+}
+
+// untimedLatency is latency without the clock around each operation: it
+// reads the clock at the start and the end and, when s stops by duration,
+// every clockEvery operations.
+func (p *Pair) untimedLatency(ctx context.Context, c Cell, s Stop) (int, time.Duration, error) {
+	p.prepare(c.Op, c.Size, 1, 1)
+	wrs := p.wrs[:1]
+	recvs := 0
+	if c.Op == Send {
+		recvs = 1
+	}
+	start := time.Now()
+	deadline := start.Add(s.Duration)
+	for n := 1; ; n++ {
+		if err := p.cqp.PostSend(wrs); err != nil {
+			return n - 1, 0, err
+		}
+		if err := p.wait(ctx, c, 1, recvs); err != nil {
+			return n - 1, 0, err
+		}
+		if s.Iters > 0 {
+			if n >= s.Iters {
+				return n, time.Since(start), nil
+			}
+		} else if n%clockEvery == 0 {
+			if now := time.Now(); !now.Before(deadline) {
+				return n, now.Sub(start), nil
+			}
 		}
 	}
 }

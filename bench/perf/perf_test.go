@@ -87,6 +87,46 @@ func checkLoopAllocs(t *testing.T, p *perf.Pair, many int) {
 				t.Errorf("%v %v: %v allocations for 64 ops, %v for %d", op, test, few, lots, many)
 			}
 		}
+		c := perf.Cell{Op: op, Test: perf.Lat, Size: 8}
+		allocs := func(iters int) float64 {
+			return testing.AllocsPerRun(3, func() {
+				if _, err := p.MeasureAvg(context.Background(), c, perf.Stop{Iters: iters}); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+		if few, lots := allocs(64), allocs(many); lots > few {
+			t.Errorf("%v MeasureAvg: %v allocations for 64 ops, %v for %d", op, few, lots, many)
+		}
+	}
+}
+
+func TestMeasureAvg(t *testing.T) {
+	p := openPair(t, verbs.PollBusy)
+	for _, op := range []perf.Op{perf.Read, perf.Write, perf.CAS, perf.Send} {
+		c := perf.Cell{Op: op, Test: perf.BW, Size: 8} // Test is ignored: always the latency loop
+		m, err := p.MeasureAvg(context.Background(), c, perf.Stop{Iters: 700})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := m.Elapsed / 700
+		if op == perf.Send {
+			want /= 2
+		}
+		if m.Test != perf.Lat || m.Iters != 700 || m.Elapsed <= 0 || m.Lat.Count != 700 || m.Lat.Avg != want ||
+			m.Lat.P50 != 0 || m.Lat.P99 != 0 || m.Lat.Max != 0 {
+			t.Errorf("%v: %+v", op, m)
+		}
+		m, err = p.MeasureAvg(context.Background(), c, perf.Stop{Duration: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Iters == 0 || m.Iters%256 != 0 || m.Elapsed < 10*time.Millisecond || m.Lat.Avg <= 0 {
+			t.Errorf("%v by duration: iters=%d elapsed=%v avg=%v", op, m.Iters, m.Elapsed, m.Lat.Avg)
+		}
+	}
+	if _, err := p.MeasureAvg(context.Background(), perf.Cell{Op: perf.CAS, Size: 16}, perf.Stop{Iters: 1}); err == nil {
+		t.Error("a 16-byte CAS was accepted")
 	}
 }
 
