@@ -224,3 +224,20 @@ func TestQuickPerfRun(t *testing.T) {
 		t.Errorf("op × test combinations: %v", seen)
 	}
 }
+
+func TestMemcpyGBps(t *testing.T) {
+	for _, size := range []int{8, 4096, 1 << 20} {
+		if gbps := MemcpyGBps(context.Background(), size, 5*time.Millisecond); gbps <= 0 {
+			t.Errorf("%d bytes: %v GB/s", size, gbps)
+		}
+	}
+	if gbps := MemcpyGBps(context.Background(), 0, time.Millisecond); gbps != 0 {
+		t.Errorf("empty copy: %v GB/s", gbps)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if gbps := MemcpyGBps(ctx, 1<<20, time.Hour); gbps <= 0 || time.Since(start) > time.Minute {
+		t.Errorf("cancelled probe: %v GB/s after %v", gbps, time.Since(start))
+	}
+}
