@@ -34,7 +34,7 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 		if err := q.validate(wr); err != nil {
 			return &verbs.PostError{Index: i, Err: err}
 		}
-		if q.posted-q.reaped.Load() >= uint64(q.cap.MaxSendWR) {
+		if q.posted-q.reaped.Load() >= uint64(q.cap.MaxSendWR) && !q.syncReaped() {
 			return &verbs.PostError{Index: i, Err: verbs.ErrQueueFull}
 		}
 		q.posted++
@@ -79,6 +79,17 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 		q.completeLocked(wr, seq, st, n)
 	}
 	return nil
+}
+
+// syncReaped brings reaped up to the last polled completion and reports
+// whether the send queue has room now.
+func (q *QP) syncReaped() bool {
+	c := q.sendCQ
+	c.mu.Lock()
+	p := q.polled
+	c.mu.Unlock()
+	q.reap(p)
+	return q.posted-q.reaped.Load() < uint64(q.cap.MaxSendWR)
 }
 
 // validate checks a request's structure at post time.
@@ -209,8 +220,7 @@ func (q *QP) completeLocked(wr *verbs.SendWR, seq uint64, st verbs.Status, n uin
 	if st == verbs.StatusSuccess && wr.Flags&verbs.FlagSignaled == 0 && !q.sigAll {
 		return
 	}
-	wc := verbs.WC{ID: wr.ID, Status: st, Opcode: verbs.WCOpcodeOf(wr.Opcode), ByteLen: n, QPN: q.qpn}
-	ok := q.sendCQ.push(&wc, q, seq, false)
+	ok := q.sendCQ.pushSend(wr.ID, st, verbs.WCOpcodeOf(wr.Opcode), n, q, seq)
 	if (!ok || st != verbs.StatusSuccess) && q.State() != verbs.StateError {
 		q.errorLocked()
 	}

@@ -47,8 +47,10 @@ type QP struct {
 	minRNR      time.Duration
 	retryBudget time.Duration
 
-	posted uint64        // send sequence number of the last posted request
-	reaped atomic.Uint64 // sequence number of the last request whose completion was polled
+	posted    uint64        // send sequence number of the last posted request
+	reaped    atomic.Uint64 // a request whose completion was polled, at most polled
+	polled    uint64        // the last request whose completion was polled; guarded by sendCQ.mu
+	reapEvery uint64        // how far polled may run ahead of reaped
 
 	sq      sendQueue
 	running bool // a drain goroutine owns the deferred queue
@@ -122,6 +124,9 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 		srq:    srq,
 		cap:    c,
 		sigAll: a.SignalAll,
+		// Publishing freed slots every quarter queue keeps three quarters
+		// usable without asking the CQ.
+		reapEvery: uint64(max(c.MaxSendWR/4, 1)),
 		limits: verbs.Limits{
 			Type:              a.Type,
 			MaxSGE:            c.MaxSendSGE,
@@ -171,6 +176,7 @@ func (q *QP) Cap() verbs.QPCap { return q.cap }
 func (q *QP) Outstanding() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.syncReaped()
 	return int(q.posted - q.reaped.Load())
 }
 

@@ -108,6 +108,9 @@ type device struct {
 	nextID   uint32
 	oldSegs  []*nodeSeg // peer segments of failed links
 
+	// drainMu is held shared by every drain; closing a connection takes it
+	// exclusively before it unmaps the connection's rings.
+	drainMu  sync.RWMutex
 	polls    atomic.Uint64 // CQ.Poll calls that found nothing: an application polls
 	kick     chan struct{}
 	closed   atomic.Bool
@@ -182,6 +185,8 @@ func (d *device) idle() {
 
 // drain polls every ring once and reports whether anything was done.
 func (d *device) drain() bool {
+	d.drainMu.RLock()
+	defer d.drainMu.RUnlock()
 	did := false
 	for _, l := range *d.linkSnap.Load() {
 		if l.poll() {

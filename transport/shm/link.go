@@ -123,7 +123,7 @@ func (l *link) Progressed(d time.Duration) bool {
 // poll hands the responses waiting in the ring to the node, unless
 // another goroutine is at it, and reports whether there were any.
 func (l *link) poll() bool {
-	if l.conn == nil || !l.cmu.TryLock() {
+	if l.conn == nil || l.dead.Load() || !l.rings.resp.Pending() || !l.cmu.TryLock() {
 		return false
 	}
 	defer l.cmu.Unlock()
@@ -134,7 +134,7 @@ func (l *link) poll() bool {
 	for ; n < pollBudget; n++ {
 		msg, err := l.rings.resp.Peek()
 		if err != nil {
-			if !errors.Is(err, ring.ErrEmpty) {
+			if err != ring.ErrEmpty {
 				go l.fail(err)
 			}
 			break
@@ -324,9 +324,9 @@ func (l *link) fail(err error) {
 			m.seg.Close()
 		}
 		l.pmu.Lock()
-		l.cmu.Lock()
+		l.d.drainMu.Lock() // no drain is looking at the rings once we have it
 		l.rings.seg.Close()
-		l.cmu.Unlock()
+		l.d.drainMu.Unlock()
 		l.pmu.Unlock()
 		// The peer's node segment stays mapped: QPs may still hold its
 		// lock table through an atomic in progress; it goes with the device.

@@ -1,7 +1,6 @@
 package shm
 
 import (
-	"errors"
 	"log/slog"
 	"net"
 	"sync"
@@ -48,7 +47,7 @@ type session struct {
 // poll serves the requests waiting in the ring, unless another goroutine
 // is at it. It reports whether it served any.
 func (s *session) poll() bool {
-	if !s.mu.TryLock() {
+	if s.closed.Load() || !s.rings.req.Pending() || !s.mu.TryLock() {
 		return false
 	}
 	defer s.mu.Unlock()
@@ -60,7 +59,7 @@ func (s *session) poll() bool {
 	for ; did < pollBudget; did++ {
 		msg, err := rs.req.Peek()
 		if err != nil {
-			if !errors.Is(err, ring.ErrEmpty) {
+			if err != ring.ErrEmpty {
 				go s.close(err)
 			}
 			break
@@ -184,12 +183,14 @@ func (s *session) close(why error) {
 		s.conn.Close()
 		s.d.publisher.detach(s)
 		s.d.dropSession(s)
-		s.mu.Lock() // wait for a poll in progress
+		s.d.drainMu.Lock() // no drain is looking at the rings once we have it
+		s.mu.Lock()
 		s.closeErr = why
 		s.ns.Close()
 		s.rings.seg.Close()
 		s.peerSeg.close()
 		s.mu.Unlock()
+		s.d.drainMu.Unlock()
 		s.qmu.Lock()
 		q := s.queue
 		s.queue = nil

@@ -342,6 +342,14 @@ func (r *Ring) corrupt(what string, pos, w uint64) error {
 	return r.errCons
 }
 
+// Pending reports whether the producer has committed bytes the consumer
+// has not released: a hint, safe to call from any goroutine (it reads only
+// the shared indices), for skipping an empty ring without taking the
+// consumer's lock.
+func (r *Ring) Pending() bool {
+	return atomic.LoadUint64(r.tailW) != atomic.LoadUint64(r.headW)
+}
+
 // Peek returns the oldest message without consuming it: a slice into the
 // ring, valid until Release. Peeking again before Release returns the same
 // message. It returns ErrEmpty when there is none, and an error matching
