@@ -74,11 +74,22 @@ func (q *QP) appendRequest(l Link, e *sqEntry) (st verbs.Status, full bool) {
 	nref := 0
 	switch wr.Opcode {
 	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
-		nbuf, nr, total, st := q.payload(wr, e.inline)
-		if st != verbs.StatusSuccess {
-			return st, false
+		// The link copies the payload before Append returns, under q.mu:
+		// the regions need no references (see resolveLocalDirect).
+		var nbuf int
+		var total uint64
+		if e.inline != nil {
+			q.lbuf[0], nbuf, total = e.inline, 1, uint64(len(e.inline))
+		} else {
+			n, st := q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
+			if st != verbs.StatusSuccess {
+				return st, false
+			}
+			nbuf = n
+			for i := 0; i < n; i++ {
+				total += uint64(len(q.lbuf[i]))
+			}
 		}
-		nref = nr
 		r.Payload, r.Length = q.lbuf[:nbuf], uint32(total)
 	default:
 		n, st := q.resolveLocal(wr.SGL, true, false)

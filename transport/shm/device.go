@@ -186,7 +186,6 @@ func (d *device) idle() {
 // drain polls every ring once and reports whether anything was done.
 func (d *device) drain() bool {
 	d.drainMu.RLock()
-	defer d.drainMu.RUnlock()
 	did := false
 	for _, l := range *d.linkSnap.Load() {
 		if l.poll() {
@@ -198,6 +197,7 @@ func (d *device) drain() bool {
 			did = true
 		}
 	}
+	d.drainMu.RUnlock()
 	return did
 }
 

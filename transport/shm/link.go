@@ -36,8 +36,8 @@ type link struct {
 	cache [64]atomic.Pointer[mapping]         // by rkey mod 64: the last used
 	mmu   sync.Mutex                          // map updates
 
-	pmu      sync.Mutex // producer of the request ring
-	full     bool
+	pmu      sync.Mutex  // producer of the request ring
+	full     atomic.Bool // Append found the ring full: Flush waits for room
 	fullNeed int
 
 	cmu  sync.Mutex // consumer of the response ring
@@ -80,7 +80,8 @@ func (l *link) Append(r *nic.Request) error {
 	if err != nil {
 		full := errors.Is(err, ring.ErrFull)
 		if full {
-			l.full, l.fullNeed = true, n
+			l.full.Store(true)
+			l.fullNeed = n
 		}
 		l.pmu.Unlock()
 		if full {
@@ -102,12 +103,15 @@ func (l *link) Flush() error {
 		return errLinkDead
 	}
 	l.peerSeg.ring()
-	l.pmu.Lock()
-	defer l.pmu.Unlock()
-	if !l.full || l.dead.Load() {
+	if !l.full.Load() {
 		return nil
 	}
-	l.full = false
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	if !l.full.Load() || l.dead.Load() {
+		return nil
+	}
+	l.full.Store(false)
 	err := l.rings.req.WaitSpace(l.ctx, l.fullNeed, l.d.opts.spin, nil)
 	if err != nil && !l.dead.Load() {
 		go l.fail(err)
