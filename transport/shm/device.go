@@ -228,7 +228,7 @@ func (d *device) run() {
 			// An application goroutine polls and does the work: stay out
 			// of its way (two busy goroutines starve a small machine).
 			lastPolls = p
-			if d.sleep(timer, time.Millisecond) {
+			if d.sleep(timer, nic.ExpireEvery) {
 				// It is about to block: take over now.
 				lastPolls = d.polls.Load()
 				lastWork = time.Now()
