@@ -168,6 +168,7 @@ func Open(cfg Config) (_ *Pair, err error) {
 	if s.mr, err = spd.AllocMR(2*cfg.MaxSize, verbs.AccessAll); err != nil {
 		return nil, err
 	}
+	fill(s.mr.Bytes()[:cfg.MaxSize])
 	p.remote = cm.DescOf(s.mr)
 	if err = p.alloc(cpd); err != nil {
 		return nil, err
@@ -252,6 +253,7 @@ func (p *Pair) alloc(pd verbs.PD) (err error) {
 	if p.cmr, err = pd.AllocMR(2*p.cfg.MaxSize, verbs.AccessAll); err != nil {
 		return err
 	}
+	fill(p.cmr.Bytes()[:p.cfg.MaxSize])
 	w := p.cfg.Window
 	p.wc = make([]verbs.WC, w+2*p.nrecv)
 	p.wrs = make([]verbs.SendWR, w)
@@ -268,6 +270,18 @@ func (p *Pair) alloc(pd verbs.PD) (err error) {
 		}
 	}
 	return nil
+}
+
+// fill writes a non-zero pattern over a payload buffer. A fresh region's
+// pages are holes that reads map to the kernel's single zero page, which
+// stays in the CPU's cache: copying from it reads nothing from memory, and
+// bandwidth tests of WRITE (from the client's payload) and READ (from the
+// server's) would measure half a copy. Writing every page first makes the
+// copies real.
+func fill(b []byte) {
+	for i := range b {
+		b[i] = byte(i%251) + 1
+	}
 }
 
 // alloc allocates the in-process server's buffers; its receives land in
