@@ -70,7 +70,13 @@ func word(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }
 func execAtomic(l AtomicLocks, op verbs.Opcode, a *verbs.AtomicArgs, rkey uint32, remoteAddr uint64, mem []byte, orig *[4]uint64) bool {
 	s := StripeOf(remoteAddr)
 	l.Lock(s)
-	defer l.Unlock(s)
+	ok := applyAtomic(l, s, op, a, rkey, remoteAddr, mem, orig)
+	l.Unlock(s)
+	return ok
+}
+
+// applyAtomic is execAtomic's work with stripe s held.
+func applyAtomic(l AtomicLocks, s uint32, op verbs.Opcode, a *verbs.AtomicArgs, rkey uint32, remoteAddr uint64, mem []byte, orig *[4]uint64) bool {
 	switch op {
 	case verbs.OpAtomicCmpAndSwp:
 		p := word(mem)

@@ -25,6 +25,7 @@ const (
 // locks: a holder that dies is detected by the next locker, which restores
 // a half-applied 16- or 32-byte atomic from the stripe's journal.
 type sharedLocks struct {
+	me    uint64 // shmem.Self()
 	seg   *nodeSeg
 	locks [nic.LockStripes]*shmem.Lock
 	// resolve returns the n bytes at addr under rkey of the device's
@@ -34,7 +35,7 @@ type sharedLocks struct {
 }
 
 func newSharedLocks(seg *nodeSeg, resolve func(rkey uint32, addr, n uint64) []byte) *sharedLocks {
-	l := &sharedLocks{seg: seg, resolve: resolve}
+	l := &sharedLocks{me: uint64(shmem.Self()), seg: seg, resolve: resolve}
 	for i := range l.locks {
 		lk, err := shmem.LockAt(seg.stripe(uint32(i)))
 		if err != nil {
@@ -47,7 +48,11 @@ func newSharedLocks(seg *nodeSeg, resolve func(rkey uint32, addr, n uint64) []by
 
 // Lock implements nic.AtomicLocks.
 func (l *sharedLocks) Lock(s uint32) {
-	err := l.locks[s].Lock(context.Background())
+	lk := l.locks[s]
+	if lk.TryLockAs(l.me) {
+		return
+	}
+	err := lk.Lock(context.Background())
 	if errors.Is(err, shmem.ErrOwnerDied) {
 		l.recover(s)
 	}
@@ -81,7 +86,7 @@ func (l *sharedLocks) Unlock(s uint32) {
 	if atomic.LoadUint32(u32(b, jValid)) != 0 {
 		atomic.StoreUint32(u32(b, jValid), 0)
 	}
-	_ = l.locks[s].Unlock()
+	_ = l.locks[s].UnlockAs(l.me)
 }
 
 // Journal implements nic.AtomicLocks.

@@ -82,6 +82,12 @@ func (l *Lock) TryLock() bool {
 	return l.owner.CompareAndSwap(0, uint64(Self()))
 }
 
+// TryLockAs is TryLock for a caller that knows its ProcessID (Self()),
+// saving the lookup on a hot path. Passing another process's id is a bug.
+func (l *Lock) TryLockAs(me uint64) bool {
+	return l.owner.CompareAndSwap(0, me)
+}
+
 // Lock acquires the lock, waiting while another process (or another
 // goroutine of this one) holds it. It returns
 //
@@ -166,8 +172,10 @@ func (l *Lock) passWake() {
 // parked waiter, if any. If the calling process does not hold the lock
 // (it is free, or held by another process) Unlock changes nothing and
 // returns an error wrapping ErrNotOwner.
-func (l *Lock) Unlock() error {
-	me := uint64(Self())
+func (l *Lock) Unlock() error { return l.UnlockAs(uint64(Self())) }
+
+// UnlockAs is Unlock for a caller that knows its ProcessID (Self()).
+func (l *Lock) UnlockAs(me uint64) error {
 	if !l.owner.CompareAndSwap(me, 0) {
 		if o := l.owner.Load(); o != 0 {
 			return fmt.Errorf("%w (held by %v)", ErrNotOwner, ProcessID(o))
