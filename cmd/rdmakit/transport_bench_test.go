@@ -8,9 +8,9 @@ import (
 )
 
 // TestTransportLatencyExperiment runs the two-process experiment in its
-// quick form: the node is this test binary re-run as `rdmakit node`.
-// Peers that are not installed leave their rows out; the rdmakit rows are
-// always there.
+// quick form: the nodes (tcp and shm) are this test binary re-run as
+// `rdmakit node`. Peers that are not installed leave their rows out; the
+// rdmakit rows and the memcpy probe are always there.
 func TestTransportLatencyExperiment(t *testing.T) {
 	dir := t.TempDir()
 	out, errs, code := execute(t, "bench", "run", "transport-latency", "--quick", "--duration", "20ms", "--out", dir)
@@ -18,7 +18,9 @@ func TestTransportLatencyExperiment(t *testing.T) {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}
 	mustContain(t, out, "| rdmakit tcp | read 8 B | rtt | 1 |", "| rdmakit tcp | send 8 B | rtt | 1 |",
-		"| rdmakit tcp | read 8 B | rate | 64 |", "- **transport:** tcp")
+		"| rdmakit tcp | read 8 B | rate | 64 |", "- **transport:** tcp, shm",
+		"| rdmakit shm | read 8 B | lat | 1 |", "| rdmakit shm | cas 8 B | lat | 1 |",
+		"| rdmakit shm | send 8 B | one-way | 1 |", "| rdmakit shm | write 1 MiB | bw |", "| go copy() | memcpy 1 MiB | bw | 1 |")
 	b, err := os.ReadFile(filepath.Join(dir, "transport-latency.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -34,25 +36,59 @@ func TestTransportLatencyExperiment(t *testing.T) {
 	for i, c := range res.Columns {
 		col[c.Name] = i
 	}
-	rates, rtts := 0, 0
+	positive := func(r []any, name string) bool {
+		v, ok := r[col[name]].(float64)
+		return ok && v > 0
+	}
+	rates, rtts, shmLat, shmBW := 0, 0, 0, 0
+	ucx := map[string]bool{}
 	for _, r := range res.Rows {
-		if r[col["system"]] != "rdmakit tcp" {
-			continue
-		}
-		switch r[col["test"]] {
-		case "rtt":
-			if v, ok := r[col["rtt_p50"]].(float64); !ok || v <= 0 {
-				t.Errorf("round trip row without a positive p50: %v", r)
+		switch r[col["system"]] {
+		case "ucx_perftest UCX_TLS=posix":
+			if !positive(r, "avg") || !positive(r, "p50") {
+				t.Errorf("UCX row without a positive avg and p50: %v", r)
 			}
-			rtts++
-		case "rate":
-			if v, ok := r[col["rate"]].(float64); !ok || v <= 0 {
-				t.Errorf("rate row without a positive rate: %v", r)
+			ucx[r[col["op"]].(string)] = true
+		case "rdmakit shm":
+			switch r[col["test"]] {
+			case "lat", "one-way":
+				if !positive(r, "avg") || !positive(r, "p50") || !positive(r, "p99") {
+					t.Errorf("shm latency row without a positive avg, p50 and p99: %v", r)
+				}
+				shmLat++
+				peer := map[string]string{"read 8 B": "ucp_get 8 B", "cas 8 B": "ucp_cswap 8 B", "send 8 B": "ucp_am_lat 8 B"}[r[col["op"]].(string)]
+				if peer != "" && ucx[peer] && (!positive(r, "ratio") || r[col["ratio_of"]] == nil) {
+					t.Errorf("shm row without its ratio to %s: %v", peer, r)
+				}
+			case "bw":
+				if !positive(r, "bw") || !positive(r, "ratio") || r[col["ratio_of"]] != "bw / memcpy bw" {
+					t.Errorf("shm bandwidth row without a positive bw and ratio to memcpy: %v", r)
+				}
+				shmBW++
 			}
-			rates++
+		case "go copy()":
+			if !positive(r, "bw") {
+				t.Errorf("memcpy row without a positive bw: %v", r)
+			}
+		case "rdmakit tcp":
+			switch r[col["test"]] {
+			case "rtt":
+				if !positive(r, "rtt_p50") {
+					t.Errorf("round trip row without a positive p50: %v", r)
+				}
+				rtts++
+			case "rate":
+				if !positive(r, "rate") {
+					t.Errorf("rate row without a positive rate: %v", r)
+				}
+				rates++
+			}
 		}
 	}
 	if rtts != 4 || rates != 4 {
 		t.Errorf("%d round-trip and %d rate rows, want 4 and 4", rtts, rates)
+	}
+	if shmLat != 4 || shmBW != 1 {
+		t.Errorf("%d shm latency and %d shm bandwidth rows, want 4 and 1", shmLat, shmBW)
 	}
 }
