@@ -112,6 +112,7 @@ type device struct {
 	// exclusively before it unmaps the connection's rings.
 	drainMu  sync.RWMutex
 	polls    atomic.Uint64 // CQ.Poll calls that found nothing: an application polls
+	idleAt   atomic.Uint64 // polls when a goroutine last went to block in CQ.Wait
 	kick     chan struct{}
 	closed   atomic.Bool
 	stop     chan struct{}
@@ -177,6 +178,7 @@ func (d *device) progress() {
 // idle hands progress to the NIC goroutine before an application
 // goroutine blocks in CQ.Wait.
 func (d *device) idle() {
+	d.idleAt.Store(d.polls.Load())
 	select {
 	case d.kick <- struct{}{}:
 	default:
@@ -224,7 +226,9 @@ func (d *device) run() {
 			lastExpire = now
 			d.node.Expire()
 		}
-		if p := d.polls.Load(); p != lastPolls {
+		// The application polls if the count moved since the last look,
+		// unless the last poll was the one before a CQ.Wait.
+		if p := d.polls.Load(); p != lastPolls && p != d.idleAt.Load() {
 			// An application goroutine polls and does the work: stay out
 			// of its way (two busy goroutines starve a small machine).
 			lastPolls = p
