@@ -50,7 +50,7 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 					continue
 				}
 			}
-			q.enqueue(wr, seq) // goes out with the deferred transmitLocked
+			q.enqueue(wr, seq, 0) // goes out with transmitLocked, which stamps it
 			continue
 		}
 		if q.typ == verbs.UD {
@@ -120,7 +120,7 @@ func (q *QP) route(wr *verbs.SendWR) Route {
 // deferLocked appends a request to the deferred queue, due after delay,
 // and makes sure a drain goroutine runs.
 func (q *QP) deferLocked(wr *verbs.SendWR, seq uint64, delay time.Duration) *sqEntry {
-	e := q.enqueue(wr, seq)
+	e := q.enqueue(wr, seq, now())
 	e.due = e.start + delay
 	if !q.running {
 		q.running = true
@@ -129,12 +129,12 @@ func (q *QP) deferLocked(wr *verbs.SendWR, seq uint64, delay time.Duration) *sqE
 	return e
 }
 
-// enqueue copies a request into the send queue; an INLINE payload is
-// copied now, as the flag promises.
-func (q *QP) enqueue(wr *verbs.SendWR, seq uint64) *sqEntry {
+// enqueue copies a request into the send queue, started at start; an
+// INLINE payload is copied now, as the flag promises.
+func (q *QP) enqueue(wr *verbs.SendWR, seq uint64, start time.Duration) *sqEntry {
 	e, inl := q.sq.push(wr)
 	e.seq = seq
-	e.start = now()
+	e.start = start
 	e.rnrLeft = q.rnrRetry
 	if wr.Flags&verbs.FlagInline != 0 {
 		n, st := q.resolveLocal(wr.SGL, false, true)

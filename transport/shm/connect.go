@@ -69,7 +69,7 @@ func (d *device) dial(address, name string) (*link, error) {
 	empty := map[uint32]*mapping{}
 	l.maps.Store(&empty)
 	l.ctx, l.cancel = context.WithCancel(context.Background())
-	l.lastRecv.Store(time.Now().UnixNano())
+	l.seenAt = time.Now()
 	d.wg.Add(1)
 	go l.readControl()
 	return l, nil
