@@ -102,6 +102,7 @@ type Node struct {
 	attr  verbs.DeviceAttr
 	net   Network
 	keys  *keyTable
+	ticks ticks
 	locks AtomicLocks
 	obs   Observer
 

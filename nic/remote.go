@@ -29,7 +29,7 @@ func (q *QP) transmitLocked() {
 	if i == q.sq.tail {
 		return
 	}
-	t := now()
+	t := q.node.ticks.now()
 	for ; i < q.sq.tail; i++ {
 		e := q.sq.at(i)
 		if e.pre != verbs.StatusSuccess {
@@ -44,7 +44,7 @@ func (q *QP) transmitLocked() {
 			e.pre = st
 			break
 		}
-		e.start = t
+		e.sent = t
 	}
 	if i > q.sent() {
 		q.addFlush(q.destLink)
@@ -206,7 +206,7 @@ func (q *QP) responseLocked(r *Response) {
 	if q.sq.head < q.sent() {
 		// Progress restarts the transport timer of the next request, as an
 		// RC acknowledgement does: a slow responder is not a dead one.
-		q.sq.front().start = now()
+		q.sq.front().sent = q.node.ticks.now()
 	}
 	q.advanceLocked()
 }
@@ -300,13 +300,13 @@ func (q *QP) pumpAndUnlock() {
 // has not answered within the QP's retry budget (RETRY_EXC_ERR). A
 // transport calls it periodically.
 func (n *Node) Expire() {
-	t := now()
+	n.ticks.tick()
 	for _, q := range *n.qps.Load() {
 		if q.typ != verbs.RC {
 			continue
 		}
 		q.mu.Lock()
-		if q.destLink != nil && q.sq.head < q.sent() && !q.rnrHold && t-q.sq.front().start > q.retryBudget &&
+		if q.destLink != nil && q.sq.head < q.sent() && !q.rnrHold && n.ticks.age(q.sq.front().sent) > q.retryBudget &&
 			!q.destLink.Progressed(q.retryBudget) {
 			q.failFrontLocked(verbs.StatusRetryExcErr)
 		}

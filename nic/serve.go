@@ -19,7 +19,13 @@ type Session struct {
 	resp   Response
 	word   [32]byte
 	held   *MR // the region a READ response points into
-	stats  sessionStats
+	// last is the state of the requester QP lastQPN, the one that sent the
+	// previous request (a cache in front of qps); cur is the state of the
+	// request being served.
+	last    *reqState
+	lastQPN uint32
+	cur     *reqState
+	stats   sessionStats
 }
 
 // reqState is what the responder remembers of one requester QP: its
@@ -28,6 +34,7 @@ type reqState struct {
 	epoch uint32
 	mode  uint8
 	wait  uint32 // the sequence number to resume at, in modeWait
+	dq    *QP    // the responder QP it used last (a cache)
 }
 
 const (
@@ -59,10 +66,14 @@ func (s *Session) Serve(r *Request, w Responder) {
 		}
 		return
 	}
-	st := s.qps[r.SrcQPN]
-	if st == nil {
-		st = &reqState{epoch: r.Epoch}
-		s.qps[r.SrcQPN] = st
+	st := s.last
+	if st == nil || s.lastQPN != r.SrcQPN {
+		st = s.qps[r.SrcQPN]
+		if st == nil {
+			st = &reqState{epoch: r.Epoch}
+			s.qps[r.SrcQPN] = st
+		}
+		s.last, s.lastQPN = st, r.SrcQPN
 	}
 	if r.Epoch != st.epoch {
 		if r.Epoch < st.epoch && st.epoch-r.Epoch < 1<<31 {
@@ -70,6 +81,7 @@ func (s *Session) Serve(r *Request, w Responder) {
 		}
 		*st = reqState{epoch: r.Epoch}
 	}
+	s.cur = st
 	switch st.mode {
 	case modeDead:
 		return
@@ -99,7 +111,11 @@ func (s *Session) Serve(r *Request, w Responder) {
 }
 
 func (s *Session) execute(r *Request, src source, resp *Response) (verbs.Status, bool) {
-	dq := s.node.qp(r.DstQPN)
+	dq := s.cur.dq
+	if dq == nil || dq.qpn != r.DstQPN || dq.state.Load() == stateDestroyed {
+		dq = s.node.qp(r.DstQPN)
+		s.cur.dq = dq
+	}
 	if dq == nil || dq.typ != verbs.RC || !receiving(dq) {
 		return verbs.StatusRetryExcErr, false
 	}
