@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +41,11 @@ type link struct {
 	full     atomic.Bool // Append found the ring full: Flush waits for room
 	fullNeed int
 
-	cmu  sync.Mutex // consumer of the response ring
-	resp nic.Response
+	cmu      sync.Mutex // consumer of the response ring
+	resp     nic.Response
+	inflight inflightQueue
+	ackedTo  atomic.Uint64 // ring position up to which requests are completed
+	tracking atomic.Bool   // Append found the in-flight queue full
 
 	recvd   atomic.Uint64 // response batches taken: progress, for Progressed
 	pmuSeen sync.Mutex    // guards seen and seenAt (Progressed's slow path)
@@ -79,6 +83,11 @@ func (l *link) Append(r *nic.Request) error {
 		l.pmu.Unlock()
 		return errLinkDead
 	}
+	if !r.Datagram && l.inflight.full() {
+		l.tracking.Store(true)
+		l.pmu.Unlock()
+		return nic.ErrLinkFull
+	}
 	b, err := l.rings.req.Reserve(n)
 	if err != nil {
 		full := errors.Is(err, ring.ErrFull)
@@ -95,6 +104,9 @@ func (l *link) Append(r *nic.Request) error {
 	}
 	wire.AppendRequest(b[:0], r)
 	l.rings.req.Commit()
+	if !r.Datagram {
+		l.inflight.push(inflight{end: l.rings.req.Committed(), qpn: r.SrcQPN, epoch: r.Epoch, seq: r.Seq, implicit: implicitAck(r)})
+	}
 	l.pmu.Unlock()
 	return nil
 }
@@ -106,6 +118,18 @@ func (l *link) Flush() error {
 		return errLinkDead
 	}
 	l.peerSeg.ring()
+	for i := 0; l.tracking.Load() && !l.dead.Load(); i++ {
+		// Too many requests in flight: complete some before more go out.
+		if l.poll() {
+			l.tracking.Store(false)
+			break
+		}
+		if i < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
 	if !l.full.Load() {
 		return nil
 	}
@@ -136,10 +160,11 @@ func (l *link) Progressed(d time.Duration) bool {
 	return now.Sub(l.seenAt) < d
 }
 
-// poll hands the responses waiting in the ring to the node, unless
-// another goroutine is at it, and reports whether there were any.
+// poll completes the requests the device has answered or, for the
+// implicitly acknowledged ones, consumed (see inflight.go), unless another
+// goroutine is at it, and reports whether it completed any.
 func (l *link) poll() bool {
-	if l.conn == nil || l.dead.Load() || !l.rings.resp.Pending() || !l.cmu.TryLock() {
+	if l.conn == nil || l.dead.Load() || !l.ready() || !l.cmu.TryLock() {
 		return false
 	}
 	defer l.cmu.Unlock()
@@ -147,20 +172,55 @@ func (l *link) poll() bool {
 		return false
 	}
 	n := 0
-	for ; n < pollBudget; n++ {
-		msg, err := l.rings.resp.Peek()
-		if err != nil {
-			if err != ring.ErrEmpty {
-				go l.fail(err)
+	rel := l.rings.req.Released()
+	for n < pollBudget {
+		e := l.inflight.front()
+		if e == nil {
+			if l.rings.resp.Pending() {
+				go l.fail(fmt.Errorf("%w: an answer to no request", ErrProtocol))
 			}
 			break
 		}
-		if err := wire.DecodeResponse(msg, &l.resp); err != nil {
-			go l.fail(err)
-			break
+		msg, err := l.rings.resp.Peek()
+		if err == nil {
+			if err := wire.DecodeResponse(msg, &l.resp); err != nil {
+				go l.fail(err)
+				break
+			}
+			if l.resp.SrcQPN == e.qpn && l.resp.Epoch == e.epoch && l.resp.Seq == e.seq {
+				l.d.node.HandleResponse(&l.resp)
+				l.rings.resp.Release()
+				l.complete(e)
+				n++
+				continue
+			}
+			if !e.implicit {
+				go l.fail(fmt.Errorf("%w: answer for QP %d seq %d, expected seq %d", ErrProtocol, l.resp.SrcQPN, l.resp.Seq, e.seq))
+				break
+			}
+			// The answer is for a later request: e was served and
+			// needed none.
+		} else {
+			if err != ring.ErrEmpty {
+				go l.fail(err)
+				break
+			}
+			if !e.implicit {
+				break // its answer is still to come
+			}
+			if rel < e.end {
+				if rel = l.rings.req.Released(); rel < e.end {
+					break // not served yet
+				}
+				// Served: an answer, if any, was committed before the
+				// release we just saw; look again.
+				continue
+			}
 		}
+		l.resp = nic.Response{Kind: nic.RespAck, Status: verbs.StatusSuccess, SrcQPN: e.qpn, Epoch: e.epoch, Seq: e.seq}
 		l.d.node.HandleResponse(&l.resp)
-		l.rings.resp.Release()
+		l.complete(e)
+		n++
 	}
 	if n > 0 {
 		l.recvd.Add(1)
@@ -169,6 +229,21 @@ func (l *link) poll() bool {
 		}
 	}
 	return n > 0
+}
+
+// complete retires the front in-flight request e.
+func (l *link) complete(e *inflight) {
+	l.ackedTo.Store(e.end)
+	l.inflight.pop()
+}
+
+// ready reports, without locks, whether poll may have work: an answer in
+// the ring, or requests the device released beyond those completed.
+func (l *link) ready() bool {
+	if l.rings.resp.Pending() {
+		return true
+	}
+	return l.inflight.tail.Load() != l.inflight.head.Load() && l.rings.req.Released() > l.ackedTo.Load()
 }
 
 // Remote implements nic.DirectLink.

@@ -10,6 +10,7 @@ import (
 	"github.com/rdmakit/rdmakit/nic"
 	"github.com/rdmakit/rdmakit/transport/shm/internal/ring"
 	"github.com/rdmakit/rdmakit/transport/shm/internal/shmem"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // pollBudget bounds the messages one poll of a ring handles, so one busy
@@ -34,9 +35,10 @@ type session struct {
 	closed   atomic.Bool
 	closeErr error
 
-	mu   sync.Mutex // consumer of the request ring, producer of the response ring
-	req  nic.Request
-	pbuf [1][]byte
+	mu       sync.Mutex // consumer of the request ring, producer of the response ring
+	req      nic.Request
+	pbuf     [1][]byte
+	implicit bool // the request being served is acknowledged implicitly (inflight.go)
 
 	qmu   sync.Mutex // outgoing control messages
 	queue []ctlMsg
@@ -84,6 +86,7 @@ func (s *session) poll() bool {
 				}
 			}
 		}
+		s.implicit = implicitAck(&s.req)
 		s.ns.Serve(&s.req, s)
 		rs.req.Release()
 	}
@@ -107,6 +110,9 @@ func respData(r *nic.Request) int {
 // Respond implements nic.Responder: the response goes into the response
 // ring (poll made sure it fits).
 func (s *session) Respond(r *nic.Response) {
+	if s.implicit && r.Kind == nic.RespAck && r.Status == verbs.StatusSuccess {
+		return // the release of the request says it
+	}
 	n := wire.ResponseLen(r)
 	b, err := s.rings.resp.Reserve(n)
 	if err != nil {

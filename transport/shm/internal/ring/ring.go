@@ -342,6 +342,15 @@ func (r *Ring) corrupt(what string, pos, w uint64) error {
 	return r.errCons
 }
 
+// Committed returns the producer's tail: the ring position just past the
+// last committed message. It is a producer-side call.
+func (r *Ring) Committed() uint64 { return r.tail }
+
+// Released returns the consumer's published head: every message that ends
+// at or below it has been consumed. Any goroutine may call it; the value
+// is the peer's word, so treat it as a claim.
+func (r *Ring) Released() uint64 { return atomic.LoadUint64(r.headW) }
+
 // Pending reports whether the producer has committed bytes the consumer
 // has not released: a hint, safe to call from any goroutine (it reads only
 // the shared indices), for skipping an empty ring without taking the
