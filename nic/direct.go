@@ -44,9 +44,11 @@ func (n *Node) Quiesce(l Link) {
 	}
 }
 
-// oneSided reports whether op runs directly over a DirectLink.
-func oneSided(op verbs.Opcode) bool {
-	return op == verbs.OpRead || op == verbs.OpWrite || op.IsAtomic()
+// oneSided reports whether a request runs directly over a DirectLink:
+// plain READ, WRITE and atomics (PRISM's variants go over the link).
+func oneSided(wr *verbs.SendWR) bool {
+	op := wr.Opcode
+	return (op == verbs.OpRead || op == verbs.OpWrite || op.IsAtomic()) && wr.Flags&verbs.FlagsPRISM == 0
 }
 
 // execDirect runs a one-sided request against the responder's mapped

@@ -140,17 +140,17 @@ func (q *QP) execRead(wr *verbs.SendWR, dq *QP) (verbs.Status, uint32, bool) {
 	if total == 0 {
 		return verbs.StatusSuccess, 0, false
 	}
-	m, src, st := resolveRemote(dq, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteRead)
+	m, src, st := resolveTarget(dq, wr.RKey, wr.RemoteAddr, total, wr.Flags, verbs.AccessRemoteRead)
 	if st != verbs.StatusSuccess {
 		return st, 0, false
 	}
-	if n == 1 && total == 8 && wr.RemoteAddr&7 == 0 {
+	if n == 1 && total == 8 && wr.RemoteAddr&7 == 0 && wr.Flags&verbs.FlagIndirect == 0 {
 		binary.NativeEndian.PutUint64(q.lbuf[0], atomic.LoadUint64(word(src)))
 	} else {
 		scatter(q.lbuf[:n], src)
 	}
 	m.release()
-	return verbs.StatusSuccess, uint32(total), false
+	return verbs.StatusSuccess, uint32(len(src)), false
 }
 
 // respond executes a WRITE, WRITE_WITH_IMM, SEND or SEND_WITH_IMM at the
@@ -186,11 +186,11 @@ func respond(dq *QP, sc *scratch, src source, op verbs.Opcode, flags verbs.SendF
 		recvID = id
 	}
 	if total > 0 {
-		m, dst, st := resolveRemote(dq, rkey, addr, total, verbs.AccessRemoteWrite)
+		m, dst, st := resolveTarget(dq, rkey, addr, total, flags, verbs.AccessRemoteWrite)
 		if st != verbs.StatusSuccess {
 			return st, false
 		}
-		if len(payload) == 1 && total == 8 && addr&7 == 0 {
+		if len(payload) == 1 && total == 8 && addr&7 == 0 && flags&verbs.FlagIndirect == 0 {
 			atomic.StoreUint64(word(dst), binary.NativeEndian.Uint64(payload[0]))
 		} else {
 			gather(dst, payload)

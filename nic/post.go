@@ -44,7 +44,7 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 			continue
 		}
 		if remote {
-			if q.direct != nil && q.sq.len() == 0 && oneSided(wr.Opcode) {
+			if q.direct != nil && q.sq.len() == 0 && oneSided(wr) {
 				if st, n, ok := q.execDirect(wr); ok {
 					q.completeLocked(wr, seq, st, n)
 					continue

@@ -134,6 +134,7 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 			MTU:               at.MTU,
 			MaxMsgSize:        at.MaxMsgSize,
 			MaskedAtomicSizes: at.MaskedAtomicSizes,
+			Extra:             prismFlags(a.Type),
 		},
 		rnrRetry:    verbs.DefaultRNRRetry,
 		minRNR:      verbs.DefaultMinRNRTimer,

@@ -231,11 +231,11 @@ func (q *QP) land(e *sqEntry, data []byte) (verbs.Status, uint32) {
 	for i := 0; i < n; i++ {
 		total += uint64(len(q.lbuf[i]))
 	}
-	if uint64(len(data)) != total {
+	if uint64(len(data)) != total && (wr.Flags&verbs.FlagBounded == 0 || uint64(len(data)) > total) {
 		return verbs.StatusBadRespErr, 0
 	}
 	scatter(q.lbuf[:n], data)
-	return verbs.StatusSuccess, uint32(total)
+	return verbs.StatusSuccess, uint32(len(data))
 }
 
 // retransmit sends the held requests again once the RNR timer expires.

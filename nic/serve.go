@@ -125,11 +125,11 @@ func (s *Session) execute(r *Request, src source, resp *Response) (verbs.Status,
 			resp.Data = s.word[:0]
 			return verbs.StatusSuccess, false
 		}
-		m, b, st := resolveRemote(dq, r.RKey, r.RemoteAddr, uint64(r.Length), verbs.AccessRemoteRead)
+		m, b, st := resolveTarget(dq, r.RKey, r.RemoteAddr, uint64(r.Length), r.Flags, verbs.AccessRemoteRead)
 		if st != verbs.StatusSuccess {
 			return st, false
 		}
-		if r.Length == 8 && r.RemoteAddr&7 == 0 {
+		if len(b) == 8 && r.RemoteAddr&7 == 0 && r.Flags&verbs.FlagIndirect == 0 {
 			binary.NativeEndian.PutUint64(s.word[:8], atomic.LoadUint64(word(b)))
 			m.release()
 			resp.Data = s.word[:8]

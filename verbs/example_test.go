@@ -191,3 +191,38 @@ func Example_killedPeer() {
 	// Output:
 	// RETRY_EXC_ERR ERROR
 }
+
+// PRISM's indirect READ: the server keeps a pointer to the current version
+// of an object in a slot; one READ through the slot returns the object,
+// and a bounded slot ⟨pointer, length⟩ returns only the object's bytes.
+func Example_indirectRead() {
+	client, server := connect("example-indirect")
+	defer client.close()
+	defer server.close()
+
+	mem := server.mr.Bytes()
+	copy(mem[256:], "version 1")
+	copy(mem[512:], "version 2 of the object")
+	binary.NativeEndian.PutUint64(mem[0:], server.mr.Addr()+512) // slot: the current version
+	binary.NativeEndian.PutUint64(mem[16:], server.mr.Addr()+512) // bounded slot ⟨pointer,
+	binary.NativeEndian.PutUint64(mem[24:], 9)                    //                length⟩
+
+	read := func(slot uint64, flags verbs.SendFlags) string {
+		wr := verbs.SendWR{ID: 1, Opcode: verbs.OpRead, Flags: verbs.FlagSignaled | flags,
+			SGL:        []verbs.SGE{{Addr: client.mr.Addr(), Length: 64, LKey: client.mr.LKey()}},
+			RemoteAddr: server.mr.Addr() + slot, RKey: server.mr.RKey()}
+		if err := client.qp.PostSend([]verbs.SendWR{wr}); err != nil {
+			log.Fatal(err)
+		}
+		wc := wait(client.cq)
+		if wc.Status != verbs.StatusSuccess {
+			log.Fatal(wc.Status)
+		}
+		return string(client.mr.Bytes()[:wc.ByteLen])
+	}
+	fmt.Printf("%.23s\n", read(0, verbs.FlagIndirect))
+	fmt.Println(read(16, verbs.FlagIndirect|verbs.FlagBounded))
+	// Output:
+	// version 2 of the object
+	// version 2
+}

@@ -173,6 +173,28 @@ const (
 	FlagsPRISM SendFlags = 0xff00
 )
 
+// PRISM flags (docs/prism.md). A provider that implements one lists it in
+// its QPs' Limits.Extra; elsewhere it is rejected with ErrNotSupported.
+const (
+	// FlagIndirect makes a READ or WRITE treat RemoteAddr as the address
+	// of an 8-byte pointer slot (an address in the responder's address
+	// space, in its native byte order like an atomic's operand, 8-byte
+	// aligned) and act on the memory it points to.
+	// The slot and the pointee must both lie in the region of the
+	// request's rkey; otherwise the request completes with
+	// StatusRemAccessErr (StatusRemInvReqErr for a misaligned slot). The
+	// slot is read under the responder's atomics lock of its address, so
+	// a pointer installed by a CAS is seen whole.
+	FlagIndirect SendFlags = 1 << 8
+	// FlagBounded, with FlagIndirect, makes the slot a 16-byte,
+	// 16-byte-aligned bounded pointer ⟨pointer, bound⟩ (two native-order
+	// words, the pointer first): the operation covers min(requested length, bound) bytes. A
+	// bounded READ's completion reports that length in ByteLen and leaves
+	// the rest of the local buffer untouched; a bounded WRITE writes the
+	// first min(length, bound) bytes of its payload.
+	FlagBounded SendFlags = 1 << 10
+)
+
 // String lists the set flags, e.g. "SIGNALED|INLINE".
 func (f SendFlags) String() string {
 	if f == 0 {
@@ -192,6 +214,8 @@ func (f SendFlags) String() string {
 	add(FlagInline, "INLINE")
 	add(FlagFence, "FENCE")
 	add(FlagSolicited, "SOLICITED")
+	add(FlagIndirect, "INDIRECT")
+	add(FlagBounded, "BOUNDED")
 	if f != 0 {
 		if s != "" {
 			s += "|"

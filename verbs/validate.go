@@ -28,6 +28,14 @@ func ValidateSend(wr *SendWR, l *Limits) error {
 	if wr.Opcode == 0 || wr.Opcode >= numOpcodes {
 		return fmt.Errorf("%w: opcode %v", ErrNotSupported, wr.Opcode)
 	}
+	if wr.Flags&(FlagIndirect|FlagBounded) != 0 {
+		if wr.Flags&FlagBounded != 0 && wr.Flags&FlagIndirect == 0 {
+			return fmt.Errorf("%w: BOUNDED without INDIRECT", ErrInvalidArg)
+		}
+		if wr.Opcode != OpRead && wr.Opcode != OpWrite {
+			return fmt.Errorf("%w: INDIRECT with %v", ErrNotSupported, wr.Opcode)
+		}
+	}
 	if len(wr.SGL) > l.MaxSGE {
 		return fmt.Errorf("%w: %d > %d", ErrTooManySGE, len(wr.SGL), l.MaxSGE)
 	}

@@ -97,6 +97,7 @@ func Cases() []Case {
 		udCases(),
 		cqCases(),
 		contentionCases(),
+		prismCases(),
 		faultCases(),
 	} {
 		cs = append(cs, group...)
