@@ -203,7 +203,7 @@ func Example_indirectRead() {
 	mem := server.mr.Bytes()
 	copy(mem[256:], "version 1")
 	copy(mem[512:], "version 2 of the object")
-	binary.NativeEndian.PutUint64(mem[0:], server.mr.Addr()+512) // slot: the current version
+	binary.NativeEndian.PutUint64(mem[0:], server.mr.Addr()+512)  // slot: the current version
 	binary.NativeEndian.PutUint64(mem[16:], server.mr.Addr()+512) // bounded slot ⟨pointer,
 	binary.NativeEndian.PutUint64(mem[24:], 9)                    //                length⟩
 
