@@ -124,6 +124,7 @@ func (q *QP) atomicDirect(wr *verbs.SendWR, size uint64, nl int) (verbs.Status, 
 	}
 	var orig [4]uint64
 	execAtomic(d.Locks(), wr.Opcode, &wr.Atomic, wr.RKey, wr.RemoteAddr, mem, &orig)
+	q.noteAtomic(wr, &orig)
 	putWords(q.lbuf[0], &orig)
 	return verbs.StatusSuccess, true
 }

@@ -253,6 +253,7 @@ func (q *QP) execAtomic(wr *verbs.SendWR, dq *QP) (verbs.Status, uint32, bool) {
 	if st := respondAtomic(dq, wr.Opcode, &wr.Atomic, wr.RKey, wr.RemoteAddr, &orig); st != verbs.StatusSuccess {
 		return st, 0, false
 	}
+	q.noteAtomic(wr, &orig)
 	putWords(q.lbuf[0], &orig)
 	return verbs.StatusSuccess, uint32(size), false
 }

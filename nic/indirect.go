@@ -9,7 +9,7 @@ import (
 // prismFlags are the PRISM flags a QP of type t accepts.
 func prismFlags(t verbs.QPType) verbs.SendFlags {
 	if t == verbs.RC {
-		return verbs.FlagIndirect | verbs.FlagBounded
+		return verbs.FlagIndirect | verbs.FlagBounded | verbs.FlagConditional
 	}
 	return 0
 }

@@ -44,6 +44,16 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 			continue
 		}
 		if remote {
+			if wr.Flags&verbs.FlagConditional != 0 && q.sq.len() == 0 {
+				// Nothing earlier is outstanding: decide here.
+				if !q.prevOK {
+					q.completeLocked(wr, seq, verbs.StatusSkipped, 0)
+					continue
+				}
+				q.cond = *wr
+				q.cond.Flags &^= verbs.FlagConditional
+				wr = &q.cond
+			}
 			if q.direct != nil && q.sq.len() == 0 && oneSided(wr) {
 				if st, n, ok := q.execDirect(wr); ok {
 					q.completeLocked(wr, seq, st, n)
@@ -58,6 +68,10 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 				q.sendDatagram(wr, seq, l)
 				continue
 			}
+		}
+		if q.sq.len() == 0 && q.skipLocked(wr) {
+			q.completeLocked(wr, seq, verbs.StatusSkipped, 0)
+			continue
 		}
 		r := q.route(wr)
 		if q.sq.len() > 0 || r.State != PathUp || r.Delay > 0 {
@@ -182,6 +196,9 @@ func (q *QP) attempt(e *sqEntry, t time.Duration) (verbs.Status, uint32, bool) {
 	if e.pre != verbs.StatusSuccess {
 		return e.pre, 0, true
 	}
+	if q.skipLocked(&e.wr) {
+		return verbs.StatusSkipped, 0, true
+	}
 	r := q.route(&e.wr)
 	switch r.State {
 	case PathDead:
@@ -217,11 +234,13 @@ func (q *QP) attempt(e *sqEntry, t time.Duration) (verbs.Status, uint32, bool) {
 // for successes only when signaled. An error, or a completion lost to a
 // full CQ, moves the QP to ERROR.
 func (q *QP) completeLocked(wr *verbs.SendWR, seq uint64, st verbs.Status, n uint32) {
-	if st == verbs.StatusSuccess && wr.Flags&verbs.FlagSignaled == 0 && !q.sigAll {
+	q.prevOK = st == verbs.StatusSuccess && !q.failedCmp
+	q.failedCmp = false
+	if (st == verbs.StatusSuccess || st == verbs.StatusSkipped) && wr.Flags&verbs.FlagSignaled == 0 && !q.sigAll {
 		return
 	}
 	ok := q.sendCQ.pushSend(wr.ID, st, verbs.WCOpcodeOf(wr.Opcode), n, q, seq)
-	if (!ok || st != verbs.StatusSuccess) && q.State() != verbs.StateError {
+	if (!ok || (st != verbs.StatusSuccess && st != verbs.StatusSkipped)) && q.State() != verbs.StateError {
 		q.errorLocked()
 	}
 }

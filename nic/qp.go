@@ -47,6 +47,8 @@ type QP struct {
 	minRNR      time.Duration
 	retryBudget time.Duration
 
+	prevOK    bool          // the last completed request succeeded (chain.go)
+	failedCmp bool          // the request being completed is a CAS whose compare failed
 	posted    uint64        // send sequence number of the last posted request
 	reaped    atomic.Uint64 // a request whose completion was polled, at most polled
 	polled    uint64        // the last request whose completion was polled; guarded by sendCQ.mu
@@ -64,6 +66,7 @@ type QP struct {
 	rnrDue   time.Duration
 	req      Request
 	flushing []Link
+	cond     verbs.SendWR // a CONDITIONAL request decided at post, without the flag
 
 	// scratch for resolving scatter/gather lists without allocating;
 	// guarded by mu.
@@ -127,6 +130,7 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 		// Publishing freed slots every quarter queue keeps three quarters
 		// usable without asking the CQ.
 		reapEvery: uint64(max(c.MaxSendWR/4, 1)),
+		prevOK:    true,
 		limits: verbs.Limits{
 			Type:              a.Type,
 			MaxSGE:            c.MaxSendSGE,
@@ -230,6 +234,7 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 			q.setDest(t)
 			q.destQPN, q.destQP = a.DestQPN, nil
 			q.epoch++
+			q.prevOK = true
 		}
 		if a.MinRNRTimer > 0 {
 			q.minRNR = a.MinRNRTimer

@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"encoding/binary"
 	"errors"
 	"time"
 
@@ -235,6 +236,13 @@ func (q *QP) land(e *sqEntry, data []byte) (verbs.Status, uint32) {
 		return verbs.StatusBadRespErr, 0
 	}
 	scatter(q.lbuf[:n], data)
+	if wr.Opcode.IsAtomic() {
+		var orig [4]uint64
+		for i := 0; i < len(data)/8 && i < 4; i++ {
+			orig[i] = binary.NativeEndian.Uint64(data[8*i:])
+		}
+		q.noteAtomic(wr, &orig)
+	}
 	return verbs.StatusSuccess, uint32(len(data))
 }
 

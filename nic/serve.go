@@ -22,19 +22,21 @@ type Session struct {
 	// last is the state of the requester QP lastQPN, the one that sent the
 	// previous request (a cache in front of qps); cur is the state of the
 	// request being served.
-	last    *reqState
-	lastQPN uint32
-	cur     *reqState
-	stats   sessionStats
+	last      *reqState
+	lastQPN   uint32
+	cur       *reqState
+	failedCmp bool // the atomic just served did not swap
+	stats     sessionStats
 }
 
 // reqState is what the responder remembers of one requester QP: its
 // current connection and whether its requests are being discarded.
 type reqState struct {
-	epoch uint32
-	mode  uint8
-	wait  uint32 // the sequence number to resume at, in modeWait
-	dq    *QP    // the responder QP it used last (a cache)
+	prevOK bool // the last request served succeeded (chain.go)
+	epoch  uint32
+	mode   uint8
+	wait   uint32 // the sequence number to resume at, in modeWait
+	dq     *QP    // the responder QP it used last (a cache)
 }
 
 const (
@@ -70,7 +72,7 @@ func (s *Session) Serve(r *Request, w Responder) {
 	if st == nil || s.lastQPN != r.SrcQPN {
 		st = s.qps[r.SrcQPN]
 		if st == nil {
-			st = &reqState{epoch: r.Epoch}
+			st = &reqState{epoch: r.Epoch, prevOK: true}
 			s.qps[r.SrcQPN] = st
 		}
 		s.last, s.lastQPN = st, r.SrcQPN
@@ -79,7 +81,7 @@ func (s *Session) Serve(r *Request, w Responder) {
 		if r.Epoch < st.epoch && st.epoch-r.Epoch < 1<<31 {
 			return // a request of an older connection of the QP
 		}
-		*st = reqState{epoch: r.Epoch}
+		*st = reqState{epoch: r.Epoch, prevOK: true}
 	}
 	s.cur = st
 	switch st.mode {
@@ -93,11 +95,21 @@ func (s *Session) Serve(r *Request, w Responder) {
 	}
 	resp := &s.resp
 	*resp = Response{SrcQPN: r.SrcQPN, Epoch: r.Epoch, Seq: r.Seq}
-	status, rnr := s.execute(r, src, resp)
+	var status verbs.Status
+	var rnr bool
+	if r.Flags&verbs.FlagConditional != 0 && !st.prevOK {
+		status = verbs.StatusSkipped
+	} else {
+		s.failedCmp = false
+		status, rnr = s.execute(r, src, resp)
+	}
+	if !rnr {
+		st.prevOK = status == verbs.StatusSuccess && !s.failedCmp
+	}
 	if rnr {
 		st.mode, st.wait = modeWait, r.Seq
 		resp.Kind = RespRNR
-	} else if status != verbs.StatusSuccess {
+	} else if status != verbs.StatusSuccess && status != verbs.StatusSkipped {
 		st.mode = modeDead
 	}
 	resp.Status = status
@@ -145,6 +157,7 @@ func (s *Session) execute(r *Request, src source, resp *Response) (verbs.Status,
 		if st := respondAtomic(dq, r.Opcode, &r.Atomic, r.RKey, r.RemoteAddr, &orig); st != verbs.StatusSuccess {
 			return st, false
 		}
+		s.failedCmp = !cmpHeld(r.Opcode, &r.Atomic, &orig)
 		out := s.word[:atomicSize(r.Opcode, &r.Atomic)]
 		putWords(out, &orig)
 		resp.Data = out

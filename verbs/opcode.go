@@ -193,6 +193,15 @@ const (
 	// the rest of the local buffer untouched; a bounded WRITE writes the
 	// first min(length, bound) bytes of its payload.
 	FlagBounded SendFlags = 1 << 10
+	// FlagConditional runs the work request only after the one before it
+	// on the same QP has completed, and only if that one succeeded: a
+	// failed request, a skipped one, or a compare-and-swap (plain or
+	// masked) whose comparison did not hold counts as failure. Otherwise
+	// the request completes with StatusSkipped without running, and counts
+	// as a failure for the next one. The responder evaluates the condition
+	// in order, so a chain posted in one list needs no round trip between
+	// its steps. The first request of a connection runs.
+	FlagConditional SendFlags = 1 << 11
 )
 
 // String lists the set flags, e.g. "SIGNALED|INLINE".
@@ -216,6 +225,7 @@ func (f SendFlags) String() string {
 	add(FlagSolicited, "SOLICITED")
 	add(FlagIndirect, "INDIRECT")
 	add(FlagBounded, "BOUNDED")
+	add(FlagConditional, "CONDITIONAL")
 	if f != 0 {
 		if s != "" {
 			s += "|"

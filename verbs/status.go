@@ -61,6 +61,12 @@ const (
 	StatusRespTimeoutErr
 	// StatusGeneralErr: any other error.
 	StatusGeneralErr
+	// StatusSkipped: a CONDITIONAL work request (PRISM chaining) did not
+	// run because the one before it on its QP did not succeed (failed, was
+	// skipped, or was a compare-and-swap whose comparison did not hold).
+	// It is not an error: the QP stays usable, and like a success it
+	// completes only when signaled.
+	StatusSkipped
 	numStatus
 )
 
@@ -86,7 +92,11 @@ var statusNames = [...]string{
 	StatusFatalErr:       "FATAL_ERR",
 	StatusRespTimeoutErr: "RESP_TIMEOUT_ERR",
 	StatusGeneralErr:     "GENERAL_ERR",
+	StatusSkipped:        "WR_SKIPPED",
 }
+
+// Valid reports whether s is a status this package defines.
+func (s Status) Valid() bool { return s < numStatus }
 
 // String returns the ibverbs name of the status, e.g. "REM_ACCESS_ERR".
 func (s Status) String() string {

@@ -135,3 +135,109 @@ func prismCases() []Case {
 		}),
 	}
 }
+
+// chainCases cover PRISM's CONDITIONAL chaining.
+func chainCases() []Case {
+	cond := func(w verbs.SendWR) verbs.SendWR {
+		w.Flags |= verbs.FlagConditional
+		return w
+	}
+	return []Case{
+		parallel("ConditionalChain", func(t *testing.T, p Provider) {
+			pr := newPair(t, p, pairOpts{})
+			put64(pr.mb.Bytes(), 0, 7)
+			put64(pr.ma.Bytes(), 64, 0xabc)
+			post(t, pr.qa,
+				cond(rdma(1, verbs.OpWrite, pr.mb, 8, sg(pr.ma, 64, 8))), // the first request of a connection runs
+				cond(cas(2, pr.mb, 0, sg(pr.ma, 0, 8), 7, 8)),
+				cond(rdma(3, verbs.OpRead, pr.mb, 0, sg(pr.ma, 16, 8))))
+			wcs := waitN(t, pr.a.cq, 3)
+			for i, wc := range wcs {
+				check(t, wc, uint64(i+1), verbs.StatusSuccess)
+			}
+			if u64(pr.mb.Bytes(), 8) != 0xabc || u64(pr.ma.Bytes(), 16) != 8 {
+				t.Errorf("chain effects: slot %#x, read %d", u64(pr.mb.Bytes(), 8), u64(pr.ma.Bytes(), 16))
+			}
+		}),
+		parallel("ConditionalSkipsAfterFailedCompare", func(t *testing.T, p Provider) {
+			pr := newPair(t, p, pairOpts{})
+			put64(pr.mb.Bytes(), 0, 7)
+			put64(pr.ma.Bytes(), 64, 0xabc)
+			post(t, pr.qa,
+				cas(1, pr.mb, 0, sg(pr.ma, 0, 8), 99, 8), // compare fails: not an error
+				cond(rdma(2, verbs.OpWrite, pr.mb, 8, sg(pr.ma, 64, 8))),
+				cond(rdma(3, verbs.OpWrite, pr.mb, 16, sg(pr.ma, 64, 8))), // after a skipped one: skipped
+				rdma(4, verbs.OpRead, pr.mb, 0, sg(pr.ma, 24, 8)), // unconditional: runs
+				cond(rdma(5, verbs.OpWrite, pr.mb, 32, sg(pr.ma, 64, 8))))
+			wcs := waitN(t, pr.a.cq, 5)
+			want := []verbs.Status{verbs.StatusSuccess, verbs.StatusSkipped, verbs.StatusSkipped, verbs.StatusSuccess, verbs.StatusSuccess}
+			for i, wc := range wcs {
+				check(t, wc, uint64(i+1), want[i])
+			}
+			if u64(pr.ma.Bytes(), 0) != 7 {
+				t.Errorf("CAS returned %d, want the original 7", u64(pr.ma.Bytes(), 0))
+			}
+			if u64(pr.mb.Bytes(), 8) != 0 || u64(pr.mb.Bytes(), 16) != 0 || u64(pr.mb.Bytes(), 32) != 0xabc {
+				t.Errorf("skipped WRITEs wrote: %#x %#x, the last one %#x", u64(pr.mb.Bytes(), 8), u64(pr.mb.Bytes(), 16), u64(pr.mb.Bytes(), 32))
+			}
+			if s := pr.qa.State(); s != verbs.StateRTS {
+				t.Errorf("QP is %v after skipped requests, want RTS", s)
+			}
+		}),
+		parallel("ConditionalAfterMaskedCompare", func(t *testing.T, p Provider) {
+			pr := newPair(t, p, pairOpts{})
+			put64(pr.mb.Bytes(), 0, 10)
+			put64(pr.ma.Bytes(), 64, 0xabc)
+			all := [4]uint64{^uint64(0)}
+			greater := func(id uint64, v uint64) verbs.SendWR { // swap in v if v > current
+				return masked(id, verbs.OpMaskedCmpAndSwp, pr.mb, 0, sg(pr.ma, 0, 8), verbs.AtomicArgs{Size: 8, Op: verbs.CmpLess,
+					Compare: [4]uint64{v}, CompareMask: all, Swap: [4]uint64{v}, SwapMask: all})
+			}
+			post(t, pr.qa, greater(1, 5), cond(rdma(2, verbs.OpWrite, pr.mb, 8, sg(pr.ma, 64, 8))),
+				greater(3, 20), cond(rdma(4, verbs.OpWrite, pr.mb, 16, sg(pr.ma, 64, 8))))
+			wcs := waitN(t, pr.a.cq, 4)
+			want := []verbs.Status{verbs.StatusSuccess, verbs.StatusSkipped, verbs.StatusSuccess, verbs.StatusSuccess}
+			for i, wc := range wcs {
+				check(t, wc, uint64(i+1), want[i])
+			}
+			if u64(pr.mb.Bytes(), 0) != 20 || u64(pr.mb.Bytes(), 8) != 0 || u64(pr.mb.Bytes(), 16) != 0xabc {
+				t.Errorf("memory %d %#x %#x, want 20 0 0xabc", u64(pr.mb.Bytes(), 0), u64(pr.mb.Bytes(), 8), u64(pr.mb.Bytes(), 16))
+			}
+		}),
+		parallel("ConditionalBehindInFlight", func(t *testing.T, p Provider) {
+			// A SEND first, so the rest queues behind it: where requests
+			// travel to another process, the responder decides.
+			pr := newPair(t, p, pairOpts{})
+			postRecv(t, pr.qb, 100, sg(pr.mb, 512, 64))
+			put64(pr.mb.Bytes(), 0, 7)
+			put64(pr.ma.Bytes(), 64, 0xabc)
+			post(t, pr.qa,
+				send(1, sg(pr.ma, 64, 8)),
+				cas(2, pr.mb, 0, sg(pr.ma, 0, 8), 99, 8),
+				cond(rdma(3, verbs.OpWrite, pr.mb, 8, sg(pr.ma, 64, 8))),
+				cond(rdma(4, verbs.OpWrite, pr.mb, 16, sg(pr.ma, 64, 8))),
+				cas(5, pr.mb, 0, sg(pr.ma, 32, 8), 7, 9),
+				cond(rdma(6, verbs.OpWrite, pr.mb, 24, sg(pr.ma, 64, 8))))
+			wcs := waitN(t, pr.a.cq, 6)
+			want := []verbs.Status{verbs.StatusSuccess, verbs.StatusSuccess, verbs.StatusSkipped, verbs.StatusSkipped, verbs.StatusSuccess, verbs.StatusSuccess}
+			for i, wc := range wcs {
+				check(t, wc, uint64(i+1), want[i])
+			}
+			if u64(pr.mb.Bytes(), 0) != 9 || u64(pr.mb.Bytes(), 8) != 0 || u64(pr.mb.Bytes(), 16) != 0 || u64(pr.mb.Bytes(), 24) != 0xabc {
+				t.Errorf("memory %d %#x %#x %#x", u64(pr.mb.Bytes(), 0), u64(pr.mb.Bytes(), 8), u64(pr.mb.Bytes(), 16), u64(pr.mb.Bytes(), 24))
+			}
+			wait1(t, pr.b.cq)
+		}),
+		parallel("ConditionalUnsignaledSkip", func(t *testing.T, p Provider) {
+			pr := newPair(t, p, pairOpts{})
+			put64(pr.mb.Bytes(), 0, 7)
+			w := cond(rdma(2, verbs.OpWrite, pr.mb, 8, sg(pr.ma, 64, 8)))
+			w.Flags &^= verbs.FlagSignaled
+			post(t, pr.qa, cas(1, pr.mb, 0, sg(pr.ma, 0, 8), 99, 8), w, rdma(3, verbs.OpRead, pr.mb, 0, sg(pr.ma, 16, 8)))
+			wcs := waitN(t, pr.a.cq, 2)
+			check(t, wcs[0], 1, verbs.StatusSuccess)
+			check(t, wcs[1], 3, verbs.StatusSuccess)
+			quiet(t, pr.a.cq)
+		}),
+	}
+}

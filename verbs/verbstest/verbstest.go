@@ -98,6 +98,7 @@ func Cases() []Case {
 		cqCases(),
 		contentionCases(),
 		prismCases(),
+		chainCases(),
 		faultCases(),
 	} {
 		cs = append(cs, group...)
