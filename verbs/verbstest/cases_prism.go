@@ -167,7 +167,7 @@ func chainCases() []Case {
 				cas(1, pr.mb, 0, sg(pr.ma, 0, 8), 99, 8), // compare fails: not an error
 				cond(rdma(2, verbs.OpWrite, pr.mb, 8, sg(pr.ma, 64, 8))),
 				cond(rdma(3, verbs.OpWrite, pr.mb, 16, sg(pr.ma, 64, 8))), // after a skipped one: skipped
-				rdma(4, verbs.OpRead, pr.mb, 0, sg(pr.ma, 24, 8)), // unconditional: runs
+				rdma(4, verbs.OpRead, pr.mb, 0, sg(pr.ma, 24, 8)),         // unconditional: runs
 				cond(rdma(5, verbs.OpWrite, pr.mb, 32, sg(pr.ma, 64, 8))))
 			wcs := waitN(t, pr.a.cq, 5)
 			want := []verbs.Status{verbs.StatusSuccess, verbs.StatusSkipped, verbs.StatusSkipped, verbs.StatusSuccess, verbs.StatusSuccess}
