@@ -25,8 +25,15 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 	}
 	switch wr.Opcode {
 	case verbs.OpRead:
+		if wr.Flags&verbs.FlagRedirect != 0 {
+			st, n := redirectRead(dq, wr.RKey, wr.RemoteAddr, uint64(wr.RemoteLen), wr.Flags, wr.RedirectAddr)
+			return st, n, false
+		}
 		return q.execRead(wr, dq)
 	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
+		if wr.Flags&verbs.FlagIndirectArg != 0 {
+			return argWrite(dq, wr.RKey, wr.RemoteAddr, uint64(wr.RemoteLen), wr.Flags, wr.ArgAddr), wr.RemoteLen, false
+		}
 		nbuf, nref, total, st := q.payload(wr, inline)
 		if st != verbs.StatusSuccess {
 			return st, 0, false
@@ -222,13 +229,20 @@ func atomicSize(op verbs.Opcode, a *verbs.AtomicArgs) uint64 {
 
 // respondAtomic executes an atomic at the responder QP dq and stores the
 // original value in orig.
-func respondAtomic(dq *QP, op verbs.Opcode, a *verbs.AtomicArgs, rkey uint32, addr uint64, orig *[4]uint64) verbs.Status {
+func respondAtomic(dq *QP, op verbs.Opcode, a *verbs.AtomicArgs, rkey uint32, addr uint64, flags verbs.SendFlags, arg uint64, orig *[4]uint64) verbs.Status {
 	size := atomicSize(op, a)
 	if size != 8 && size != 16 && size != 32 {
 		return verbs.StatusRemInvReqErr
 	}
-	if addr%size != 0 {
+	if addr%size != 0 || (flags&verbs.FlagIndirectArg != 0 && arg%8 != 0) {
 		return verbs.StatusRemInvReqErr
+	}
+	if flags&verbs.FlagIndirectArg != 0 {
+		ac := *a
+		if st := loadArg(dq, rkey, arg, size, &ac); st != verbs.StatusSuccess {
+			return st
+		}
+		a = &ac
 	}
 	m, mem, st := resolveRemote(dq, rkey, addr, size, verbs.AccessRemoteAtomic)
 	if st != verbs.StatusSuccess {
@@ -250,7 +264,7 @@ func (q *QP) execAtomic(wr *verbs.SendWR, dq *QP) (verbs.Status, uint32, bool) {
 		return verbs.StatusLocLenErr, 0, false
 	}
 	var orig [4]uint64
-	if st := respondAtomic(dq, wr.Opcode, &wr.Atomic, wr.RKey, wr.RemoteAddr, &orig); st != verbs.StatusSuccess {
+	if st := respondAtomic(dq, wr.Opcode, &wr.Atomic, wr.RKey, wr.RemoteAddr, wr.Flags, wr.ArgAddr, &orig); st != verbs.StatusSuccess {
 		return st, 0, false
 	}
 	q.noteAtomic(wr, &orig)

@@ -9,7 +9,7 @@ import (
 // prismFlags are the PRISM flags a QP of type t accepts.
 func prismFlags(t verbs.QPType) verbs.SendFlags {
 	if t == verbs.RC {
-		return verbs.FlagIndirect | verbs.FlagBounded | verbs.FlagConditional
+		return verbs.FlagIndirect | verbs.FlagBounded | verbs.FlagConditional | verbs.FlagIndirectArg | verbs.FlagRedirect
 	}
 	return 0
 }
@@ -20,7 +20,7 @@ func prismFlags(t verbs.QPType) verbs.SendFlags {
 // most the bound, for BOUNDED) of the pointee.
 func resolveTarget(dq *QP, rkey uint32, addr, n uint64, flags verbs.SendFlags, need verbs.Access) (*MR, []byte, verbs.Status) {
 	if flags&verbs.FlagIndirect == 0 {
-		return resolveRemote(dq, rkey, addr, n, need)
+		return resolveArea(dq, rkey, addr, n, need)
 	}
 	slotLen, align := uint64(8), uint64(8)
 	if flags&verbs.FlagBounded != 0 {

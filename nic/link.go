@@ -55,7 +55,11 @@ type Request struct {
 	Datagram bool
 	QKey     uint32
 	Atomic   verbs.AtomicArgs
-	// Payload holds the bytes of WRITE and SEND, in order.
+	// ArgAddr and RedirectAddr are the responder addresses of a PRISM
+	// INDIRECT_ARG operand and REDIRECT destination.
+	ArgAddr, RedirectAddr uint64
+	// Payload holds the bytes of WRITE and SEND, in order (none for an
+	// INDIRECT_ARG WRITE, whose Length bytes come from ArgAddr).
 	Payload [][]byte
 }
 

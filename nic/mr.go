@@ -71,7 +71,11 @@ func (m *MR) acquire() bool {
 	return true
 }
 
-func (m *MR) release() { m.refs.Add(-1) }
+func (m *MR) release() {
+	if m != nil {
+		m.refs.Add(-1)
+	}
+}
 
 // slice returns the n bytes at address addr if they lie inside the region.
 func (m *MR) slice(addr uint64, n uint64) ([]byte, bool) {

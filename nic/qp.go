@@ -68,6 +68,9 @@ type QP struct {
 	flushing []Link
 	cond     verbs.SendWR // a CONDITIONAL request decided at post, without the flag
 
+	// scratch is the QP's scratch area as a responder (scratch.go).
+	scratch [verbs.ScratchSize / 8]uint64
+
 	// scratch for resolving scatter/gather lists without allocating;
 	// guarded by mu.
 	lbuf [maxSGE][]byte
@@ -235,6 +238,7 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 			q.destQPN, q.destQP = a.DestQPN, nil
 			q.epoch++
 			q.prevOK = true
+			q.clearScratch()
 		}
 		if a.MinRNRTimer > 0 {
 			q.minRNR = a.MinRNRTimer

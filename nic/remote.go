@@ -71,10 +71,14 @@ func (q *QP) appendRequest(l Link, e *sqEntry) (st verbs.Status, full bool) {
 	*r = Request{
 		SrcQPN: q.qpn, Epoch: q.epoch, Seq: uint32(e.seq), DstQPN: q.destQPN,
 		Opcode: wr.Opcode, Flags: wr.Flags, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, Imm: wr.Imm,
+		ArgAddr: wr.ArgAddr, RedirectAddr: wr.RedirectAddr,
 	}
 	nref := 0
-	switch wr.Opcode {
-	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
+	switch {
+	case wr.Flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0 && !wr.Opcode.IsAtomic():
+		// An INDIRECT_ARG WRITE or a REDIRECT READ: no local bytes.
+		r.Length = wr.RemoteLen
+	case wr.Opcode == verbs.OpWrite || wr.Opcode == verbs.OpWriteWithImm || wr.Opcode == verbs.OpSend || wr.Opcode == verbs.OpSendWithImm:
 		// The link copies the payload before Append returns, under q.mu:
 		// the regions need no references (see resolveLocalDirect).
 		var nbuf int
@@ -216,6 +220,9 @@ func (q *QP) responseLocked(r *Response) {
 // original value into the local scatter list.
 func (q *QP) land(e *sqEntry, data []byte) (verbs.Status, uint32) {
 	wr := &e.wr
+	if wr.Flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0 && !wr.Opcode.IsAtomic() {
+		return verbs.StatusSuccess, wr.RemoteLen
+	}
 	switch wr.Opcode {
 	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
 		if e.inline != nil {

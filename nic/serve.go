@@ -133,6 +133,11 @@ func (s *Session) execute(r *Request, src source, resp *Response) (verbs.Status,
 	}
 	switch r.Opcode {
 	case verbs.OpRead:
+		if r.Flags&verbs.FlagRedirect != 0 {
+			st, _ := redirectRead(dq, r.RKey, r.RemoteAddr, uint64(r.Length), r.Flags, r.RedirectAddr)
+			resp.Data = s.word[:0]
+			return st, false
+		}
 		if r.Length == 0 {
 			resp.Data = s.word[:0]
 			return verbs.StatusSuccess, false
@@ -151,10 +156,13 @@ func (s *Session) execute(r *Request, src source, resp *Response) (verbs.Status,
 		resp.Data = b
 		return verbs.StatusSuccess, false
 	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
+		if r.Flags&verbs.FlagIndirectArg != 0 && r.Opcode == verbs.OpWrite {
+			return argWrite(dq, r.RKey, r.RemoteAddr, uint64(r.Length), r.Flags, r.ArgAddr), false
+		}
 		return respond(dq, &s.sc, src, r.Opcode, r.Flags, r.RKey, r.RemoteAddr, r.Imm, r.Payload, uint64(r.Length))
 	case verbs.OpAtomicCmpAndSwp, verbs.OpAtomicFetchAndAdd, verbs.OpMaskedCmpAndSwp, verbs.OpMaskedFetchAndAdd:
 		var orig [4]uint64
-		if st := respondAtomic(dq, r.Opcode, &r.Atomic, r.RKey, r.RemoteAddr, &orig); st != verbs.StatusSuccess {
+		if st := respondAtomic(dq, r.Opcode, &r.Atomic, r.RKey, r.RemoteAddr, r.Flags, r.ArgAddr, &orig); st != verbs.StatusSuccess {
 			return st, false
 		}
 		s.failedCmp = !cmpHeld(r.Opcode, &r.Atomic, &orig)

@@ -202,7 +202,37 @@ const (
 	// in order, so a chain posted in one list needs no round trip between
 	// its steps. The first request of a connection runs.
 	FlagConditional SendFlags = 1 << 11
+	// FlagIndirectArg takes an operand from the responder's memory at
+	// SendWR.ArgAddr instead of from the request: a WRITE's RemoteLen
+	// bytes of data (its scatter list must be empty), or the swap operand
+	// (the add operand of a fetch-and-add) of an atomic, Size bytes (8 for
+	// the plain atomics), 8-byte aligned. The compare operand always comes
+	// from the request. The operand is read when the request runs, not
+	// atomically with it.
+	FlagIndirectArg SendFlags = 1 << 9
+	// FlagRedirect writes a READ's data to the responder's memory at
+	// SendWR.RedirectAddr instead of returning it: the READ moves
+	// RemoteLen bytes within the responder and its scatter list must be
+	// empty. The completion's ByteLen is RemoteLen.
+	FlagRedirect SendFlags = 1 << 12
 )
+
+// The scratch area. Every RC QP has ScratchSize bytes of memory at its
+// responder side that its peer addresses as ScratchBase+offset (see
+// ScratchAddr) in RedirectAddr, ArgAddr, and the RemoteAddr of plain READs
+// and WRITEs, without an rkey: PRISM's per-connection area where a chain
+// leaves a result (a redirected READ) for a later step (an INDIRECT_ARG
+// operand). It starts zeroed with each connection and is private to it.
+const (
+	// ScratchBase is the address of byte 0 of the peer QP's scratch area;
+	// no region address is this high.
+	ScratchBase uint64 = 1 << 63
+	// ScratchSize is the size of the scratch area.
+	ScratchSize = 64
+)
+
+// ScratchAddr is the address of byte off of the peer QP's scratch area.
+func ScratchAddr(off int) uint64 { return ScratchBase + uint64(off) }
 
 // String lists the set flags, e.g. "SIGNALED|INLINE".
 func (f SendFlags) String() string {
@@ -226,6 +256,8 @@ func (f SendFlags) String() string {
 	add(FlagIndirect, "INDIRECT")
 	add(FlagBounded, "BOUNDED")
 	add(FlagConditional, "CONDITIONAL")
+	add(FlagIndirectArg, "INDIRECT_ARG")
+	add(FlagRedirect, "REDIRECT")
 	if f != 0 {
 		if s != "" {
 			s += "|"

@@ -36,10 +36,35 @@ func ValidateSend(wr *SendWR, l *Limits) error {
 			return fmt.Errorf("%w: INDIRECT with %v", ErrNotSupported, wr.Opcode)
 		}
 	}
+	if wr.Flags&FlagIndirectArg != 0 {
+		switch {
+		case wr.Opcode == OpWrite:
+			if len(wr.SGL) != 0 || wr.RemoteLen == 0 {
+				return fmt.Errorf("%w: an INDIRECT_ARG WRITE has no scatter list and a RemoteLen", ErrInvalidArg)
+			}
+		case wr.Opcode.IsAtomic():
+		default:
+			return fmt.Errorf("%w: INDIRECT_ARG with %v", ErrNotSupported, wr.Opcode)
+		}
+		if wr.ArgAddr%8 != 0 && wr.Opcode.IsAtomic() {
+			return fmt.Errorf("%w: atomic operand address %#x is not 8-byte aligned", ErrInvalidArg, wr.ArgAddr)
+		}
+	}
+	if wr.Flags&FlagRedirect != 0 {
+		if wr.Opcode != OpRead {
+			return fmt.Errorf("%w: REDIRECT with %v", ErrNotSupported, wr.Opcode)
+		}
+		if len(wr.SGL) != 0 || wr.RemoteLen == 0 {
+			return fmt.Errorf("%w: a REDIRECT READ has no scatter list and a RemoteLen", ErrInvalidArg)
+		}
+	}
 	if len(wr.SGL) > l.MaxSGE {
 		return fmt.Errorf("%w: %d > %d", ErrTooManySGE, len(wr.SGL), l.MaxSGE)
 	}
 	n := wr.Length()
+	if wr.Flags&(FlagIndirectArg|FlagRedirect) != 0 && len(wr.SGL) == 0 {
+		n = uint64(wr.RemoteLen)
+	}
 	if l.Type == UD {
 		if wr.Opcode != OpSend && wr.Opcode != OpSendWithImm {
 			return fmt.Errorf("%w: %v on a UD QP", ErrNotSupported, wr.Opcode)

@@ -92,6 +92,13 @@ type SendWR struct {
 	RKey       uint32
 	// Atomic holds the operands of atomic opcodes.
 	Atomic AtomicArgs
+	// ArgAddr is where a FlagIndirectArg request takes its operand, and
+	// RedirectAddr where a FlagRedirect READ puts its data: addresses in
+	// the region of RKey, or in the peer's scratch area (ScratchAddr).
+	ArgAddr, RedirectAddr uint64
+	// RemoteLen is the length of a transfer that has no local buffer: a
+	// FlagRedirect READ or a FlagIndirectArg WRITE.
+	RemoteLen uint32
 	// AH, RemoteQPN and RemoteQKey address a UD SEND.
 	AH         AH
 	RemoteQPN  uint32

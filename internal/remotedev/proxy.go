@@ -313,6 +313,7 @@ func (q *qp) PostSend(wrs []verbs.SendWR) error {
 		ws[i] = wireSendWR{
 			ID: w.ID, Opcode: w.Opcode, Flags: w.Flags, SGL: w.SGL, Imm: w.Imm,
 			RemoteAddr: w.RemoteAddr, RKey: w.RKey, Atomic: w.Atomic,
+			ArgAddr: w.ArgAddr, Redirect: w.RedirectAddr, RemoteLen: w.RemoteLen,
 			AH: q.c.handle(w.AH), RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey,
 		}
 	}

@@ -463,6 +463,7 @@ func (s *session) exec(ctx context.Context, req *request, resp *response, fds *[
 			wrs[i] = verbs.SendWR{
 				ID: w.ID, Opcode: w.Opcode, Flags: w.Flags, SGL: w.SGL, Imm: w.Imm,
 				RemoteAddr: w.RemoteAddr, RKey: w.RKey, Atomic: w.Atomic,
+				ArgAddr: w.ArgAddr, RedirectAddr: w.Redirect, RemoteLen: w.RemoteLen,
 				AH: arg[verbs.AH](s, w.AH), RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey,
 			}
 		}

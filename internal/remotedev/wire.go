@@ -82,6 +82,9 @@ type wireSendWR struct {
 	RemoteAddr uint64
 	RKey       uint32
 	Atomic     verbs.AtomicArgs
+	ArgAddr    uint64
+	Redirect   uint64
+	RemoteLen  uint32
 	AH         uint64
 	RemoteQPN  uint32
 	RemoteQKey uint32

@@ -19,13 +19,30 @@ const (
 // ErrMalformed is matched by every decoding error.
 var ErrMalformed = errors.New("wire: malformed message")
 
+// extLen is the size of the PRISM operand addresses (ArgAddr,
+// RedirectAddr) that follow the header of a request that needs them.
+const extLen = 16
+
+// hasExt reports whether r carries the PRISM operand addresses.
+func hasExt(r *nic.Request) bool {
+	return r.Flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0
+}
+
+// carriesPayload reports whether r's Length bytes travel with it.
+func carriesPayload(r *nic.Request) bool {
+	return HasPayload(r.Opcode) && r.Flags&verbs.FlagIndirectArg == 0
+}
+
 // RequestLen is the encoded size of r.
 func RequestLen(r *nic.Request) int {
 	n := RequestHeader
+	if hasExt(r) {
+		n += extLen
+	}
 	if r.Opcode.IsAtomic() {
 		n += 8 + 4*8*wordsOf(r)
 	}
-	if HasPayload(r.Opcode) {
+	if carriesPayload(r) {
 		n += int(r.Length)
 	}
 	return n
@@ -49,6 +66,10 @@ func AppendRequest(b []byte, r *nic.Request) []byte {
 	b = binary.LittleEndian.AppendUint32(b, r.Length)
 	b = binary.LittleEndian.AppendUint32(b, r.Imm)
 	b = binary.LittleEndian.AppendUint32(b, r.QKey)
+	if hasExt(r) {
+		b = binary.LittleEndian.AppendUint64(b, r.ArgAddr)
+		b = binary.LittleEndian.AppendUint64(b, r.RedirectAddr)
+	}
 	if r.Opcode.IsAtomic() {
 		a := &r.Atomic
 		b = append(b, a.Size, byte(a.Op), 0, 0, 0, 0, 0, 0)
@@ -59,7 +80,7 @@ func AppendRequest(b []byte, r *nic.Request) []byte {
 			}
 		}
 	}
-	if HasPayload(r.Opcode) {
+	if carriesPayload(r) {
 		for _, p := range r.Payload {
 			b = append(b, p...)
 		}
@@ -107,6 +128,14 @@ func DecodeRequest(body []byte, r *nic.Request, pbuf *[1][]byte, maxLen uint32) 
 		return fmt.Errorf("%w: length %d", ErrMalformed, r.Length)
 	}
 	rest := body[RequestHeader:]
+	if hasExt(r) {
+		if len(rest) < extLen {
+			return fmt.Errorf("%w: PRISM operand addresses missing", ErrMalformed)
+		}
+		r.ArgAddr = binary.LittleEndian.Uint64(rest)
+		r.RedirectAddr = binary.LittleEndian.Uint64(rest[8:])
+		rest = rest[extLen:]
+	}
 	switch {
 	case r.Opcode.IsAtomic():
 		if len(rest) < 8 {
@@ -127,6 +156,10 @@ func DecodeRequest(body []byte, r *nic.Request, pbuf *[1][]byte, maxLen uint32) 
 				arr[i] = binary.LittleEndian.Uint64(rest)
 				rest = rest[8:]
 			}
+		}
+	case HasPayload(r.Opcode) && !carriesPayload(r):
+		if len(rest) != 0 {
+			return fmt.Errorf("%w: INDIRECT_ARG %v with a payload", ErrMalformed, r.Opcode)
 		}
 	case HasPayload(r.Opcode):
 		if uint32(len(rest)) != r.Length {

@@ -30,8 +30,9 @@ const (
 const (
 	// Magic opens every HELLO: "RDMK" read as a little-endian u32.
 	Magic = 0x4b4d4452
-	// Version is the protocol version this package speaks.
-	Version = 1
+	// Version is the protocol version this package speaks: 2 added
+	// PRISM's flags, operand addresses and WR_SKIPPED (docs/wire.md).
+	Version = 2
 	// MaxMessage is the largest SEND, WRITE or READ payload over tcp.
 	MaxMessage = 16 << 20
 	// maxFrame bounds every frame: the largest payload plus headers.

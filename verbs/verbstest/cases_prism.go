@@ -241,3 +241,114 @@ func chainCases() []Case {
 		}),
 	}
 }
+
+// operandCases cover the scratch area, REDIRECT and INDIRECT_ARG.
+func operandCases() []Case {
+	return []Case{
+		parallel("ScratchArea", func(t *testing.T, p Provider) {
+			pr := newPair(t, p, pairOpts{})
+			put64(pr.ma.Bytes(), 0, 0x5c7a7c4)
+			w := verbs.SendWR{ID: 1, Opcode: verbs.OpWrite, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{sg(pr.ma, 0, 8)}, RemoteAddr: verbs.ScratchAddr(8)}
+			expect(t, pr.qa, pr.a.cq, verbs.StatusSuccess, w)
+			r := verbs.SendWR{ID: 2, Opcode: verbs.OpRead, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{sg(pr.ma, 64, 16)}, RemoteAddr: verbs.ScratchAddr(0)}
+			expect(t, pr.qa, pr.a.cq, verbs.StatusSuccess, r)
+			if u64(pr.ma.Bytes(), 64) != 0 || u64(pr.ma.Bytes(), 72) != 0x5c7a7c4 {
+				t.Errorf("scratch reads back %#x %#x", u64(pr.ma.Bytes(), 64), u64(pr.ma.Bytes(), 72))
+			}
+			r = verbs.SendWR{ID: 3, Opcode: verbs.OpRead, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{sg(pr.ma, 64, 16)}, RemoteAddr: verbs.ScratchAddr(verbs.ScratchSize - 8)}
+			expect(t, pr.qa, pr.a.cq, verbs.StatusRemAccessErr, r)
+		}),
+		parallel("RedirectRead", func(t *testing.T, p Provider) {
+			pr := newPair(t, p, pairOpts{})
+			fill(pr.mb.Bytes()[256:256+32], 0x31)
+			w := rdma(1, verbs.OpRead, pr.mb, 256)
+			w.Flags |= verbs.FlagRedirect
+			w.RemoteLen, w.RedirectAddr = 32, verbs.ScratchAddr(16)
+			if wc := expect(t, pr.qa, pr.a.cq, verbs.StatusSuccess, w); wc.ByteLen != 32 {
+				t.Errorf("ByteLen %d, want 32", wc.ByteLen)
+			}
+			r := verbs.SendWR{ID: 2, Opcode: verbs.OpRead, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{sg(pr.ma, 0, 32)}, RemoteAddr: verbs.ScratchAddr(16)}
+			expect(t, pr.qa, pr.a.cq, verbs.StatusSuccess, r)
+			equal(t, "redirected bytes", pr.ma.Bytes()[:32], pr.mb.Bytes()[256:288])
+			// Into the region itself.
+			w = rdma(3, verbs.OpRead, pr.mb, 256)
+			w.Flags |= verbs.FlagRedirect
+			w.RemoteLen, w.RedirectAddr = 32, pr.mb.Addr()+1024
+			expect(t, pr.qa, pr.a.cq, verbs.StatusSuccess, w)
+			equal(t, "redirected into the region", pr.mb.Bytes()[1024:1056], pr.mb.Bytes()[256:288])
+			// Beyond the scratch area: an access error.
+			w = rdma(4, verbs.OpRead, pr.mb, 256)
+			w.Flags |= verbs.FlagRedirect
+			w.RemoteLen, w.RedirectAddr = 32, verbs.ScratchAddr(48)
+			expect(t, pr.qa, pr.a.cq, verbs.StatusRemAccessErr, w)
+		}),
+		parallel("IndirectArgWrite", func(t *testing.T, p Provider) {
+			pr := newPair(t, p, pairOpts{})
+			fill(pr.mb.Bytes()[512:512+24], 0x51)
+			w := rdma(1, verbs.OpWrite, pr.mb, 2048)
+			w.Flags |= verbs.FlagIndirectArg
+			w.RemoteLen, w.ArgAddr = 24, pr.mb.Addr()+512
+			expect(t, pr.qa, pr.a.cq, verbs.StatusSuccess, w)
+			equal(t, "INDIRECT_ARG WRITE", pr.mb.Bytes()[2048:2048+24], pr.mb.Bytes()[512:512+24])
+			w.ID, w.ArgAddr = 2, pr.mb.Addr()+4096-8 // operand past the region
+			expect(t, pr.qa, pr.a.cq, verbs.StatusRemAccessErr, w)
+		}),
+		parallel("IndirectArgCASChain", func(t *testing.T, p Provider) {
+			// PRISM-KV's install: a slot holds the old pointer; a redirected
+			// READ puts the new pointer in the scratch area, and a
+			// conditional CAS swaps it in from there — one post list.
+			pr := newPair(t, p, pairOpts{})
+			const slot, fresh = 0, 64
+			oldPtr, newPtr := pr.mb.Addr()+1024, pr.mb.Addr()+2048
+			put64(pr.mb.Bytes(), slot, oldPtr)
+			put64(pr.mb.Bytes(), fresh, newPtr)
+			rd := rdma(1, verbs.OpRead, pr.mb, fresh)
+			rd.Flags |= verbs.FlagRedirect
+			rd.RemoteLen, rd.RedirectAddr = 8, verbs.ScratchAddr(0)
+			c := cas(2, pr.mb, slot, sg(pr.ma, 0, 8), oldPtr, 0)
+			c.Flags |= verbs.FlagIndirectArg | verbs.FlagConditional
+			c.ArgAddr = verbs.ScratchAddr(0)
+			post(t, pr.qa, rd, c)
+			wcs := waitN(t, pr.a.cq, 2)
+			check(t, wcs[0], 1, verbs.StatusSuccess)
+			check(t, wcs[1], 2, verbs.StatusSuccess)
+			if got := u64(pr.mb.Bytes(), slot); got != newPtr {
+				t.Fatalf("slot %#x, want the new pointer %#x", got, newPtr)
+			}
+			if u64(pr.ma.Bytes(), 0) != oldPtr {
+				t.Errorf("CAS returned %#x, want the old pointer", u64(pr.ma.Bytes(), 0))
+			}
+			// Again: the slot no longer holds oldPtr, the CAS fails and a
+			// conditional WRITE after it is skipped.
+			put64(pr.ma.Bytes(), 64, 0xdead)
+			wr := rdma(4, verbs.OpWrite, pr.mb, 512, sg(pr.ma, 64, 8))
+			wr.Flags |= verbs.FlagConditional
+			c.ID = 3
+			post(t, pr.qa, c, wr)
+			wcs = waitN(t, pr.a.cq, 2)
+			check(t, wcs[0], 3, verbs.StatusSuccess)
+			check(t, wcs[1], 4, verbs.StatusSkipped)
+			if u64(pr.mb.Bytes(), 512) != 0 {
+				t.Error("the skipped WRITE wrote")
+			}
+		}),
+		parallel("OperandPostChecks", func(t *testing.T, p Provider) {
+			pr := newPair(t, p, pairOpts{})
+			w := rdma(1, verbs.OpRead, pr.mb, 0, sg(pr.ma, 0, 8))
+			w.Flags |= verbs.FlagRedirect
+			w.RemoteLen = 8
+			wantPostErr(t, pr.qa.PostSend([]verbs.SendWR{w}), 0, verbs.ErrInvalidArg) // a scatter list
+			w = rdma(2, verbs.OpWrite, pr.mb, 0)
+			w.Flags |= verbs.FlagRedirect
+			w.RemoteLen = 8
+			wantPostErr(t, pr.qa.PostSend([]verbs.SendWR{w}), 0, verbs.ErrNotSupported)
+			s := send(3)
+			s.Flags |= verbs.FlagIndirectArg
+			s.RemoteLen = 8
+			wantPostErr(t, pr.qa.PostSend([]verbs.SendWR{s}), 0, verbs.ErrNotSupported)
+			w = rdma(4, verbs.OpWrite, pr.mb, 0)
+			w.Flags |= verbs.FlagIndirectArg
+			wantPostErr(t, pr.qa.PostSend([]verbs.SendWR{w}), 0, verbs.ErrInvalidArg) // no RemoteLen
+		}),
+	}
+}

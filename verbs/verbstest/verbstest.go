@@ -99,6 +99,7 @@ func Cases() []Case {
 		contentionCases(),
 		prismCases(),
 		chainCases(),
+		operandCases(),
 		faultCases(),
 	} {
 		cs = append(cs, group...)
