@@ -234,6 +234,23 @@ func respondAtomic(dq *QP, op verbs.Opcode, a *verbs.AtomicArgs, rkey uint32, ad
 	if size != 8 && size != 16 && size != 32 {
 		return verbs.StatusRemInvReqErr
 	}
+	if flags&verbs.FlagIndirect != 0 {
+		// The target is the pointee of the slot at addr, in the same region.
+		if addr%8 != 0 {
+			return verbs.StatusRemInvReqErr
+		}
+		m, slot, st := resolveRemote(dq, rkey, addr, 8, verbs.AccessRemoteAtomic)
+		if st != verbs.StatusSuccess {
+			return st
+		}
+		ptr, _ := readSlot(dq.node.locks, addr, slot)
+		_, inRegion := m.slice(ptr, size)
+		m.release()
+		if !inRegion {
+			return verbs.StatusRemAccessErr
+		}
+		addr = ptr
+	}
 	if addr%size != 0 || (flags&verbs.FlagIndirectArg != 0 && arg%8 != 0) {
 		return verbs.StatusRemInvReqErr
 	}

@@ -176,8 +176,8 @@ const (
 // PRISM flags (docs/prism.md). A provider that implements one lists it in
 // its QPs' Limits.Extra; elsewhere it is rejected with ErrNotSupported.
 const (
-	// FlagIndirect makes a READ or WRITE treat RemoteAddr as the address
-	// of an 8-byte pointer slot (an address in the responder's address
+	// FlagIndirect makes a READ, WRITE or atomic treat RemoteAddr as the
+	// address of an 8-byte pointer slot (an address in the responder's address
 	// space, in its native byte order like an atomic's operand, 8-byte
 	// aligned) and act on the memory it points to.
 	// The slot and the pointee must both lie in the region of the

@@ -32,8 +32,11 @@ func ValidateSend(wr *SendWR, l *Limits) error {
 		if wr.Flags&FlagBounded != 0 && wr.Flags&FlagIndirect == 0 {
 			return fmt.Errorf("%w: BOUNDED without INDIRECT", ErrInvalidArg)
 		}
-		if wr.Opcode != OpRead && wr.Opcode != OpWrite {
-			return fmt.Errorf("%w: INDIRECT with %v", ErrNotSupported, wr.Opcode)
+		switch {
+		case wr.Opcode == OpRead || wr.Opcode == OpWrite:
+		case wr.Opcode.IsAtomic() && wr.Flags&FlagBounded == 0:
+		default:
+			return fmt.Errorf("%w: %v with %v", ErrNotSupported, wr.Flags&(FlagIndirect|FlagBounded), wr.Opcode)
 		}
 	}
 	if wr.Flags&FlagIndirectArg != 0 {

@@ -121,6 +121,38 @@ func prismCases() []Case {
 			w.Flags |= verbs.FlagIndirect
 			expect(t, pr.qa, pr.a.cq, verbs.StatusRemAccessErr, w)
 		}),
+		parallel("IndirectAtomics", func(t *testing.T, p Provider) {
+			pr := setup(t, p)
+			put64(pr.mb.Bytes(), object, 40)
+			f := faa(1, pr.mb, slot, sg(pr.ma, 0, 8), 2)
+			f.Flags |= verbs.FlagIndirect
+			c := cas(2, pr.mb, slot, sg(pr.ma, 8, 8), 42, 100)
+			c.Flags |= verbs.FlagIndirect
+			post(t, pr.qa, f, c)
+			wcs := waitN(t, pr.a.cq, 2)
+			check(t, wcs[0], 1, verbs.StatusSuccess)
+			check(t, wcs[1], 2, verbs.StatusSuccess)
+			if u64(pr.ma.Bytes(), 0) != 40 || u64(pr.ma.Bytes(), 8) != 42 || u64(pr.mb.Bytes(), object) != 100 {
+				t.Errorf("indirect FAA returned %d, CAS %d, object now %d", u64(pr.ma.Bytes(), 0), u64(pr.ma.Bytes(), 8), u64(pr.mb.Bytes(), object))
+			}
+			if u64(pr.mb.Bytes(), slot) != pr.mb.Addr()+object {
+				t.Error("the atomics changed the pointer slot")
+			}
+			// A misaligned pointee is an invalid request.
+			put64(pr.mb.Bytes(), slot, pr.mb.Addr()+object+4)
+			f.ID = 3
+			expect(t, pr.qa, pr.a.cq, verbs.StatusRemInvReqErr, f)
+			// A pointee outside the region is an access error.
+			pr = setup(t, p)
+			put64(pr.mb.Bytes(), slot, pr.mb.Addr()+4096)
+			f = faa(4, pr.mb, slot, sg(pr.ma, 0, 8), 1)
+			f.Flags |= verbs.FlagIndirect
+			expect(t, pr.qa, pr.a.cq, verbs.StatusRemAccessErr, f)
+			// Bounded atomics do not exist.
+			pr = setup(t, p)
+			f.Flags |= verbs.FlagBounded
+			wantPostErr(t, pr.qa.PostSend([]verbs.SendWR{f}), 0, verbs.ErrNotSupported)
+		}),
 		parallel("IndirectPostChecks", func(t *testing.T, p Provider) {
 			pr := setup(t, p)
 			w := rdma(1, verbs.OpRead, pr.mb, bslot, sg(pr.ma, 0, 8))
