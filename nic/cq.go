@@ -80,7 +80,7 @@ func (c *CQ) push(wc *verbs.WC, qp *QP, seq uint64, solicited bool) bool {
 }
 
 // pushSend is push for a send completion, written in place.
-func (c *CQ) pushSend(id uint64, st verbs.Status, op verbs.WCOpcode, n uint32, qp *QP, seq uint64) bool {
+func (c *CQ) pushSend(id uint64, st verbs.Status, op verbs.WCOpcode, n uint32, result uint64, qp *QP, seq uint64) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -94,7 +94,7 @@ func (c *CQ) pushSend(id uint64, st verbs.Status, op verbs.WCOpcode, n uint32, q
 		return false
 	}
 	e := &c.ring[tail&c.mask]
-	e.wc = verbs.WC{ID: id, Status: st, Opcode: op, ByteLen: n, QPN: qp.qpn}
+	e.wc = verbs.WC{ID: id, Status: st, Opcode: op, ByteLen: n, QPN: qp.qpn, Result: result}
 	e.qp = qp
 	e.seq = seq
 	c.tail = tail + 1

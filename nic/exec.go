@@ -30,6 +30,14 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 			return st, n, false
 		}
 		return q.execRead(wr, dq)
+	case verbs.OpAllocate:
+		nbuf, nref, total, st := q.payload(wr, inline)
+		if st != verbs.StatusSuccess {
+			return st, 0, false
+		}
+		st, q.result = respondAllocate(dq, wr.RKey, wr.Queue, wr.Flags, wr.RedirectAddr, q.lbuf[:nbuf], total)
+		q.releaseLocal(nref)
+		return st, uint32(total), false
 	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
 		if wr.Flags&verbs.FlagIndirectArg != 0 {
 			return argWrite(dq, wr.RKey, wr.RemoteAddr, uint64(wr.RemoteLen), wr.Flags, wr.ArgAddr), wr.RemoteLen, false

@@ -28,6 +28,7 @@ type MR struct {
 	// before unmapping.
 	refs atomic.Int64
 	gone atomic.Bool
+	free freeLists // PRISM free lists (freelist.go)
 }
 
 const deadBias = 1 << 40

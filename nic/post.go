@@ -236,10 +236,12 @@ func (q *QP) attempt(e *sqEntry, t time.Duration) (verbs.Status, uint32, bool) {
 func (q *QP) completeLocked(wr *verbs.SendWR, seq uint64, st verbs.Status, n uint32) {
 	q.prevOK = st == verbs.StatusSuccess && !q.failedCmp
 	q.failedCmp = false
+	result := q.result
+	q.result = 0
 	if (st == verbs.StatusSuccess || st == verbs.StatusSkipped) && wr.Flags&verbs.FlagSignaled == 0 && !q.sigAll {
 		return
 	}
-	ok := q.sendCQ.pushSend(wr.ID, st, verbs.WCOpcodeOf(wr.Opcode), n, q, seq)
+	ok := q.sendCQ.pushSend(wr.ID, st, verbs.WCOpcodeOf(wr.Opcode), n, result, q, seq)
 	if (!ok || (st != verbs.StatusSuccess && st != verbs.StatusSkipped)) && q.State() != verbs.StateError {
 		q.errorLocked()
 	}

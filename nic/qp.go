@@ -49,6 +49,7 @@ type QP struct {
 
 	prevOK    bool          // the last completed request succeeded (chain.go)
 	failedCmp bool          // the request being completed is a CAS whose compare failed
+	result    uint64        // the WC.Result of the request being completed (ALLOCATE)
 	posted    uint64        // send sequence number of the last posted request
 	reaped    atomic.Uint64 // a request whose completion was polled, at most polled
 	polled    uint64        // the last request whose completion was polled; guarded by sendCQ.mu
@@ -142,6 +143,7 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 			MaxMsgSize:        at.MaxMsgSize,
 			MaskedAtomicSizes: at.MaskedAtomicSizes,
 			Extra:             prismFlags(a.Type),
+			Allocate:          a.Type == verbs.RC,
 		},
 		rnrRetry:    verbs.DefaultRNRRetry,
 		minRNR:      verbs.DefaultMinRNRTimer,

@@ -75,10 +75,14 @@ func (q *QP) appendRequest(l Link, e *sqEntry) (st verbs.Status, full bool) {
 	}
 	nref := 0
 	switch {
-	case wr.Flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0 && !wr.Opcode.IsAtomic():
+	case wr.Flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0 && !wr.Opcode.IsAtomic() && wr.Opcode != verbs.OpAllocate:
 		// An INDIRECT_ARG WRITE or a REDIRECT READ: no local bytes.
 		r.Length = wr.RemoteLen
-	case wr.Opcode == verbs.OpWrite || wr.Opcode == verbs.OpWriteWithImm || wr.Opcode == verbs.OpSend || wr.Opcode == verbs.OpSendWithImm:
+	case wr.Opcode == verbs.OpWrite || wr.Opcode == verbs.OpWriteWithImm || wr.Opcode == verbs.OpSend || wr.Opcode == verbs.OpSendWithImm ||
+		wr.Opcode == verbs.OpAllocate:
+		if wr.Opcode == verbs.OpAllocate {
+			r.RemoteAddr = uint64(wr.Queue) // the wire carries the queue there
+		}
 		// The link copies the payload before Append returns, under q.mu:
 		// the regions need no references (see resolveLocalDirect).
 		var nbuf int
@@ -220,10 +224,21 @@ func (q *QP) responseLocked(r *Response) {
 // original value into the local scatter list.
 func (q *QP) land(e *sqEntry, data []byte) (verbs.Status, uint32) {
 	wr := &e.wr
-	if wr.Flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0 && !wr.Opcode.IsAtomic() {
+	if wr.Flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0 && !wr.Opcode.IsAtomic() && wr.Opcode != verbs.OpAllocate {
 		return verbs.StatusSuccess, wr.RemoteLen
 	}
 	switch wr.Opcode {
+	case verbs.OpAllocate:
+		if wr.Flags&verbs.FlagRedirect == 0 {
+			if len(data) != 8 {
+				return verbs.StatusBadRespErr, 0
+			}
+			q.result = binary.NativeEndian.Uint64(data)
+		}
+		if e.inline != nil {
+			return verbs.StatusSuccess, uint32(len(e.inline))
+		}
+		return verbs.StatusSuccess, uint32(wr.Length())
 	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
 		if e.inline != nil {
 			return verbs.StatusSuccess, uint32(len(e.inline))

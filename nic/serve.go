@@ -155,6 +155,13 @@ func (s *Session) execute(r *Request, src source, resp *Response) (verbs.Status,
 		s.held = m // until Respond has copied the bytes
 		resp.Data = b
 		return verbs.StatusSuccess, false
+	case verbs.OpAllocate:
+		st, addr := respondAllocate(dq, r.RKey, uint32(r.RemoteAddr), r.Flags, r.RedirectAddr, r.Payload, uint64(r.Length))
+		if st == verbs.StatusSuccess && r.Flags&verbs.FlagRedirect == 0 {
+			binary.NativeEndian.PutUint64(s.word[:8], addr)
+			resp.Data = s.word[:8]
+		}
+		return st, false
 	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
 		if r.Flags&verbs.FlagIndirectArg != 0 && r.Opcode == verbs.OpWrite {
 			return argWrite(dq, r.RKey, r.RemoteAddr, uint64(r.Length), r.Flags, r.ArgAddr), false

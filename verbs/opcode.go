@@ -42,9 +42,19 @@ const (
 	numOpcodes
 )
 
-// Opcode values from 32 to 63 are reserved for PRISM's extended operations
-// (ALLOCATE); they are rejected with ErrNotSupported by providers that do
-// not implement them.
+// Opcode values from 32 to 63 are PRISM's extended operations; providers
+// that do not implement one reject it with ErrNotSupported.
+const (
+	// OpAllocate is PRISM's ALLOCATE: the responder pops a buffer from
+	// free list Queue of the region of RKey (see FreeLists), writes the
+	// gathered payload into it and returns the buffer's address — in the
+	// completion's Result, or with FlagRedirect as 8 native-order bytes at
+	// RedirectAddr (usually the scratch area) for a later step of a chain.
+	// An empty free list completes with StatusRemOpErr; a payload larger
+	// than the list's buffers with StatusRemInvReqErr. The region must
+	// grant remote write.
+	OpAllocate Opcode = 32
+)
 
 var opcodeNames = [...]string{
 	OpSend:              "SEND",
@@ -62,6 +72,9 @@ var opcodeNames = [...]string{
 func (o Opcode) String() string {
 	if o > 0 && o < numOpcodes {
 		return opcodeNames[o]
+	}
+	if o == OpAllocate {
+		return "PRISM_ALLOCATE"
 	}
 	return fmt.Sprintf("Opcode(%d)", uint8(o))
 }
@@ -99,6 +112,7 @@ const (
 	WCMaskedFetchAdd                      // a MASKED_ATOMIC_FETCH_AND_ADD completed
 	WCRecv                                // a receive consumed by a SEND or SEND_WITH_IMM
 	WCRecvRDMAWithImm                     // a receive consumed by an RDMA_WRITE_WITH_IMM
+	WCAllocate                            // a PRISM ALLOCATE completed; Result is the buffer
 	numWCOpcodes
 )
 
@@ -112,6 +126,7 @@ var wcOpcodeNames = [...]string{
 	WCMaskedFetchAdd:  "MASKED_FETCH_ADD",
 	WCRecv:            "RECV",
 	WCRecvRDMAWithImm: "RECV_RDMA_WITH_IMM",
+	WCAllocate:        "ALLOCATE",
 }
 
 // String returns the ibverbs-style name.
@@ -138,6 +153,8 @@ func WCOpcodeOf(o Opcode) WCOpcode {
 		return WCFetchAdd
 	case OpMaskedCmpAndSwp:
 		return WCMaskedCompSwap
+	case OpAllocate:
+		return WCAllocate
 	case OpMaskedFetchAndAdd:
 		return WCMaskedFetchAdd
 	}

@@ -14,6 +14,8 @@ type Limits struct {
 	// Extra are the flags beyond this package's that the provider
 	// implements (e.g. PRISM's); others are rejected.
 	Extra SendFlags
+	// Allocate says the provider implements OpAllocate.
+	Allocate bool
 }
 
 // ValidateSend checks the structure of a send work request: everything
@@ -25,7 +27,17 @@ func ValidateSend(wr *SendWR, l *Limits) error {
 	if wr.Flags&^(flagsKnown|l.Extra) != 0 {
 		return fmt.Errorf("%w: flags %v", ErrNotSupported, wr.Flags&^(flagsKnown|l.Extra))
 	}
-	if wr.Opcode == 0 || wr.Opcode >= numOpcodes {
+	if wr.Opcode == OpAllocate {
+		if !l.Allocate || l.Type != RC {
+			return fmt.Errorf("%w: opcode %v", ErrNotSupported, wr.Opcode)
+		}
+		if wr.Flags&(FlagIndirect|FlagBounded|FlagIndirectArg) != 0 {
+			return fmt.Errorf("%w: %v with %v", ErrNotSupported, wr.Opcode, wr.Flags&(FlagIndirect|FlagBounded|FlagIndirectArg))
+		}
+		if wr.Length() == 0 {
+			return fmt.Errorf("%w: ALLOCATE without a payload", ErrInvalidArg)
+		}
+	} else if wr.Opcode == 0 || wr.Opcode >= numOpcodes {
 		return fmt.Errorf("%w: opcode %v", ErrNotSupported, wr.Opcode)
 	}
 	if wr.Flags&(FlagIndirect|FlagBounded) != 0 {
@@ -53,7 +65,7 @@ func ValidateSend(wr *SendWR, l *Limits) error {
 			return fmt.Errorf("%w: atomic operand address %#x is not 8-byte aligned", ErrInvalidArg, wr.ArgAddr)
 		}
 	}
-	if wr.Flags&FlagRedirect != 0 {
+	if wr.Flags&FlagRedirect != 0 && wr.Opcode != OpAllocate {
 		if wr.Opcode != OpRead {
 			return fmt.Errorf("%w: REDIRECT with %v", ErrNotSupported, wr.Opcode)
 		}
@@ -83,7 +95,7 @@ func ValidateSend(wr *SendWR, l *Limits) error {
 	}
 	if wr.Flags&FlagInline != 0 {
 		switch wr.Opcode {
-		case OpSend, OpSendWithImm, OpWrite, OpWriteWithImm:
+		case OpSend, OpSendWithImm, OpWrite, OpWriteWithImm, OpAllocate:
 		default:
 			return fmt.Errorf("%w: INLINE with %v", ErrInvalidArg, wr.Opcode)
 		}

@@ -42,6 +42,9 @@ type WC struct {
 	// SrcID identifies the sending device for receives (the ibverbs slid);
 	// PD.CreateAHFromWC turns it into an address handle for a reply.
 	SrcID uint32
+	// Result is the address of the buffer a PRISM ALLOCATE filled (zero
+	// when it was redirected).
+	Result uint64
 }
 
 // Err returns the completion's status as an error, nil on success.

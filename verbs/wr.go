@@ -99,6 +99,8 @@ type SendWR struct {
 	// RemoteLen is the length of a transfer that has no local buffer: a
 	// FlagRedirect READ or a FlagIndirectArg WRITE.
 	RemoteLen uint32
+	// Queue is the free list an OpAllocate pops from.
+	Queue uint32
 	// AH, RemoteQPN and RemoteQKey address a UD SEND.
 	AH         AH
 	RemoteQPN  uint32

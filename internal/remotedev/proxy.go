@@ -195,6 +195,26 @@ func (m *mr) LKey() uint32         { return m.lkey }
 func (m *mr) RKey() uint32         { return m.rkey }
 func (m *mr) Access() verbs.Access { return m.access }
 
+var _ verbs.FreeLists = (*mr)(nil)
+
+// PostFree implements verbs.FreeLists in the server.
+func (m *mr) PostFree(queue uint32, size uint32, addrs ...uint64) error {
+	_, err := m.c.do(request{Op: opMRPostFree, Target: m.h, N: int(queue), M: int(size), Addrs: addrs})
+	return err
+}
+
+// FreeLen implements verbs.FreeLists in the server.
+func (m *mr) FreeLen(queue uint32) int {
+	resp, err := m.c.do(request{Op: opMRFreeLen, Target: m.h, N: int(queue)})
+	if err != nil {
+		return 0
+	}
+	return resp.N
+}
+
+// Quiesce implements verbs.FreeLists in the server.
+func (m *mr) Quiesce() { _, _ = m.c.do(request{Op: opMRQuiesce, Target: m.h}) }
+
 // Deregister deregisters the region in the server, then unmaps it here.
 func (m *mr) Deregister() error {
 	if !m.gone.CompareAndSwap(false, true) {
@@ -313,7 +333,7 @@ func (q *qp) PostSend(wrs []verbs.SendWR) error {
 		ws[i] = wireSendWR{
 			ID: w.ID, Opcode: w.Opcode, Flags: w.Flags, SGL: w.SGL, Imm: w.Imm,
 			RemoteAddr: w.RemoteAddr, RKey: w.RKey, Atomic: w.Atomic,
-			ArgAddr: w.ArgAddr, Redirect: w.RedirectAddr, RemoteLen: w.RemoteLen,
+			ArgAddr: w.ArgAddr, Redirect: w.RedirectAddr, RemoteLen: w.RemoteLen, Queue: w.Queue,
 			AH: q.c.handle(w.AH), RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey,
 		}
 	}

@@ -408,6 +408,24 @@ func (s *session) exec(ctx context.Context, req *request, resp *response, fds *[
 			return err
 		}
 		return m.Deregister()
+	case opMRPostFree, opMRFreeLen, opMRQuiesce:
+		m, _, err := lookup[verbs.MR](s, req.Target)
+		if err != nil {
+			return err
+		}
+		fl, ok := m.(verbs.FreeLists)
+		if !ok {
+			return fmt.Errorf("%w: the region has no free lists", verbs.ErrNotSupported)
+		}
+		switch req.Op {
+		case opMRPostFree:
+			return fl.PostFree(uint32(req.N), uint32(req.M), req.Addrs...)
+		case opMRFreeLen:
+			resp.N = fl.FreeLen(uint32(req.N))
+		default:
+			fl.Quiesce()
+		}
+		return nil
 	case opCQPoll:
 		cq, _, err := lookup[verbs.CQ](s, req.Target)
 		if err != nil {
@@ -463,7 +481,7 @@ func (s *session) exec(ctx context.Context, req *request, resp *response, fds *[
 			wrs[i] = verbs.SendWR{
 				ID: w.ID, Opcode: w.Opcode, Flags: w.Flags, SGL: w.SGL, Imm: w.Imm,
 				RemoteAddr: w.RemoteAddr, RKey: w.RKey, Atomic: w.Atomic,
-				ArgAddr: w.ArgAddr, RedirectAddr: w.Redirect, RemoteLen: w.RemoteLen,
+				ArgAddr: w.ArgAddr, RedirectAddr: w.Redirect, RemoteLen: w.RemoteLen, Queue: w.Queue,
 				AH: arg[verbs.AH](s, w.AH), RemoteQPN: w.RemoteQPN, RemoteQKey: w.RemoteQKey,
 			}
 		}

@@ -23,6 +23,9 @@ const (
 	opPDCreateAHFromWC
 	opPDDealloc
 	opMRDeregister
+	opMRPostFree
+	opMRFreeLen
+	opMRQuiesce
 	opCQPoll
 	opCQReqNotify
 	opCQWait
@@ -60,6 +63,7 @@ type request struct {
 	Send     []wireSendWR
 	Recv     []verbs.RecvWR
 	WC       *verbs.WC
+	Addrs    []uint64 // MR PostFree buffers
 }
 
 // wireQPInit is verbs.QPInitAttr with handles for the CQs and the SRQ.
@@ -85,6 +89,7 @@ type wireSendWR struct {
 	ArgAddr    uint64
 	Redirect   uint64
 	RemoteLen  uint32
+	Queue      uint32
 	AH         uint64
 	RemoteQPN  uint32
 	RemoteQKey uint32

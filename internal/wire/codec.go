@@ -98,7 +98,7 @@ func wordsOf(r *nic.Request) int {
 
 // HasPayload reports whether requests of op carry bytes.
 func HasPayload(op verbs.Opcode) bool {
-	return op == verbs.OpWrite || op == verbs.OpWriteWithImm || op == verbs.OpSend || op == verbs.OpSendWithImm
+	return op == verbs.OpWrite || op == verbs.OpWriteWithImm || op == verbs.OpSend || op == verbs.OpSendWithImm || op == verbs.OpAllocate
 }
 
 // DecodeRequest parses a request of at most maxLen payload bytes. The

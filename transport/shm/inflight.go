@@ -5,6 +5,7 @@ import (
 
 	"github.com/rdmakit/rdmakit/internal/wire"
 	"github.com/rdmakit/rdmakit/nic"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // Acknowledgements. A successful SEND, WRITE or WRITE_WITH_IMM has nothing
@@ -60,5 +61,8 @@ func (q *inflightQueue) front() *inflight {
 func (q *inflightQueue) pop() { q.head.Add(1) }
 
 // implicitAck reports whether the device leaves r unanswered when it
-// succeeds: SEND, SEND_WITH_IMM, WRITE and WRITE_WITH_IMM.
-func implicitAck(r *nic.Request) bool { return !r.Datagram && wire.HasPayload(r.Opcode) }
+// succeeds: SEND, SEND_WITH_IMM, WRITE and WRITE_WITH_IMM (not ALLOCATE,
+// which returns an address).
+func implicitAck(r *nic.Request) bool {
+	return !r.Datagram && wire.HasPayload(r.Opcode) && r.Opcode != verbs.OpAllocate
+}

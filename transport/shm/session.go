@@ -101,6 +101,9 @@ func respData(r *nic.Request) int {
 	if r.Opcode.IsAtomic() {
 		return 32
 	}
+	if r.Opcode == verbs.OpAllocate {
+		return 8
+	}
 	if !wire.HasPayload(r.Opcode) {
 		return int(r.Length)
 	}

@@ -384,3 +384,112 @@ func operandCases() []Case {
 		}),
 	}
 }
+
+// allocateCases cover PRISM's ALLOCATE and the free lists behind it.
+func allocateCases() []Case {
+	freeLists := func(t *testing.T, m verbs.MR) verbs.FreeLists {
+		t.Helper()
+		fl, ok := m.(verbs.FreeLists)
+		if !ok {
+			t.Fatalf("%T does not implement verbs.FreeLists", m)
+		}
+		return fl
+	}
+	alloc := func(id uint64, r verbs.MR, queue uint32, sgl ...verbs.SGE) verbs.SendWR {
+		return verbs.SendWR{ID: id, Opcode: verbs.OpAllocate, Flags: verbs.FlagSignaled, SGL: sgl, RKey: r.RKey(), Queue: queue}
+	}
+	return []Case{
+		parallel("Allocate", func(t *testing.T, p Provider) {
+			pr := newPair(t, p, pairOpts{})
+			fl := freeLists(t, pr.mb)
+			must(t, fl.PostFree(3, 64, pr.mb.Addr()+1024, pr.mb.Addr()+1088))
+			if n := fl.FreeLen(3); n != 2 {
+				t.Fatalf("FreeLen %d, want 2", n)
+			}
+			fill(pr.ma.Bytes()[:20], 0x61)
+			seen := map[uint64]bool{}
+			for id := uint64(1); id <= 2; id++ {
+				wc := expect(t, pr.qa, pr.a.cq, verbs.StatusSuccess, alloc(id, pr.mb, 3, sg(pr.ma, 0, 20)))
+				if wc.Opcode != verbs.WCAllocate || wc.ByteLen != 20 {
+					t.Errorf("completion %+v", wc)
+				}
+				off := int(wc.Result - pr.mb.Addr())
+				if (off != 1024 && off != 1088) || seen[wc.Result] {
+					t.Fatalf("ALLOCATE returned %#x (offset %d)", wc.Result, off)
+				}
+				seen[wc.Result] = true
+				equal(t, "allocated buffer", pr.mb.Bytes()[off:off+20], pr.ma.Bytes()[:20])
+			}
+			if n := fl.FreeLen(3); n != 0 {
+				t.Errorf("FreeLen %d after two ALLOCATEs, want 0", n)
+			}
+			expect(t, pr.qa, pr.a.cq, verbs.StatusRemOpErr, alloc(3, pr.mb, 3, sg(pr.ma, 0, 20)))
+			waitState(t, pr.qa, verbs.StateError)
+		}),
+		parallel("AllocateChecks", func(t *testing.T, p Provider) {
+			pr := newPair(t, p, pairOpts{})
+			fl := freeLists(t, pr.mb)
+			if err := fl.PostFree(1, 64, pr.mb.Addr()+4096-32); err == nil {
+				t.Error("PostFree of a buffer past the region succeeded")
+			}
+			must(t, fl.PostFree(1, 64, pr.mb.Addr()+512))
+			if err := fl.PostFree(1, 128, pr.mb.Addr()+1024); err == nil {
+				t.Error("PostFree of another size to the same queue succeeded")
+			}
+			fl.Quiesce()
+			expect(t, pr.qa, pr.a.cq, verbs.StatusRemInvReqErr, alloc(1, pr.mb, 1, sg(pr.ma, 0, 100)))
+			pr = newPair(t, p, pairOpts{})
+			w := alloc(2, pr.mb, 1)
+			wantPostErr(t, pr.qa.PostSend([]verbs.SendWR{w}), 0, verbs.ErrInvalidArg) // no payload
+			w = alloc(3, pr.mb, 1, sg(pr.ma, 0, 8))
+			w.Flags |= verbs.FlagIndirect
+			wantPostErr(t, pr.qa.PostSend([]verbs.SendWR{w}), 0, verbs.ErrNotSupported)
+		}),
+		parallel("AllocateWriteInstall", func(t *testing.T, p Provider) {
+			// PRISM-KV's PUT in one post list: ALLOCATE the new item with
+			// its address redirected to the scratch area, then a
+			// conditional CAS installs that address in the slot if the
+			// slot still holds the old one. A READ through the slot then
+			// returns the new item.
+			pr := newPair(t, p, pairOpts{})
+			fl := freeLists(t, pr.mb)
+			must(t, fl.PostFree(0, 64, pr.mb.Addr()+2048, pr.mb.Addr()+2112))
+			const slot = 0
+			old := pr.mb.Addr() + 1024
+			put64(pr.mb.Bytes(), slot, old)
+			fill(pr.ma.Bytes()[:32], 0x24)
+			a := alloc(1, pr.mb, 0, sg(pr.ma, 0, 32))
+			a.Flags |= verbs.FlagRedirect
+			a.RedirectAddr = verbs.ScratchAddr(8)
+			c := cas(2, pr.mb, slot, sg(pr.ma, 64, 8), old, 0)
+			c.Flags |= verbs.FlagIndirectArg | verbs.FlagConditional
+			c.ArgAddr = verbs.ScratchAddr(8)
+			post(t, pr.qa, a, c)
+			wcs := waitN(t, pr.a.cq, 2)
+			check(t, wcs[0], 1, verbs.StatusSuccess)
+			check(t, wcs[1], 2, verbs.StatusSuccess)
+			if wcs[0].Result != 0 {
+				t.Errorf("a redirected ALLOCATE returned %#x", wcs[0].Result)
+			}
+			installed := u64(pr.mb.Bytes(), slot)
+			if installed != pr.mb.Addr()+2048 && installed != pr.mb.Addr()+2112 {
+				t.Fatalf("slot holds %#x, not an allocated buffer", installed)
+			}
+			r := rdma(3, verbs.OpRead, pr.mb, slot, sg(pr.ma, 128, 32))
+			r.Flags |= verbs.FlagIndirect
+			expect(t, pr.qa, pr.a.cq, verbs.StatusSuccess, r)
+			equal(t, "the installed item", pr.ma.Bytes()[128:160], pr.ma.Bytes()[:32])
+			// A second PUT that lost the race (the slot moved on): its CAS
+			// fails and the chain reports it; the buffer it filled is the
+			// client's to return.
+			a.ID, c.ID = 4, 5
+			post(t, pr.qa, a, c)
+			wcs = waitN(t, pr.a.cq, 2)
+			check(t, wcs[0], 4, verbs.StatusSuccess)
+			check(t, wcs[1], 5, verbs.StatusSuccess)
+			if u64(pr.ma.Bytes(), 64) != installed || u64(pr.mb.Bytes(), slot) != installed {
+				t.Errorf("the losing CAS saw %#x and left %#x; want %#x both", u64(pr.ma.Bytes(), 64), u64(pr.mb.Bytes(), slot), installed)
+			}
+		}),
+	}
+}

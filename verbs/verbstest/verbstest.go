@@ -100,6 +100,7 @@ func Cases() []Case {
 		prismCases(),
 		chainCases(),
 		operandCases(),
+		allocateCases(),
 		faultCases(),
 	} {
 		cs = append(cs, group...)
