@@ -34,7 +34,7 @@ type Pool struct {
 	stock   int
 
 	mu      sync.Mutex
-	carve   uint64   // offset of the region's first never-used byte
+	carve   uint64     // offset of the region's first never-used byte
 	pending [][]uint64 // returned buffers per class, awaiting quiescence
 	stats   PoolStats
 }
