@@ -17,8 +17,9 @@ func IndirectRead(wrs []verbs.SendWR, id uint64, dst verbs.SGE, rkey uint32, slo
 		f |= verbs.FlagBounded
 	}
 	w := &wrs[0]
+	sglW := w.SGL[:0] // keep the backing array: no allocation
 	*w = verbs.SendWR{ID: id, Opcode: verbs.OpRead, Flags: f, RemoteAddr: slot, RKey: rkey}
-	w.SGL = append(w.SGL[:0], dst)
+	w.SGL = append(sglW, dst)
 	return wrs[:1]
 }
 
@@ -34,14 +35,16 @@ func IndirectRead(wrs []verbs.SendWR, id uint64, dst verbs.SGE, rkey uint32, slo
 // return it, or let the next chain reuse the area.
 func AllocWriteInstall(wrs []verbs.SendWR, id uint64, item verbs.SGE, rkey uint32, queue uint32, slot, old uint64, res verbs.SGE, scratchOff int) []verbs.SendWR {
 	a := &wrs[0]
+	sglA := a.SGL[:0] // keep the backing array: no allocation
 	*a = verbs.SendWR{ID: id, Opcode: verbs.OpAllocate, Flags: verbs.FlagRedirect, RKey: rkey, Queue: queue,
 		RedirectAddr: verbs.ScratchAddr(scratchOff)}
-	a.SGL = append(a.SGL[:0], item)
+	a.SGL = append(sglA, item)
 	c := &wrs[1]
+	sglC := c.SGL[:0] // keep the backing array: no allocation
 	*c = verbs.SendWR{ID: id, Opcode: verbs.OpAtomicCmpAndSwp,
 		Flags:      verbs.FlagSignaled | verbs.FlagConditional | verbs.FlagIndirectArg,
 		RemoteAddr: slot, RKey: rkey, ArgAddr: verbs.ScratchAddr(scratchOff)}
-	c.SGL = append(c.SGL[:0], res)
+	c.SGL = append(sglC, res)
 	c.Atomic.Compare[0] = old
 	return wrs[:2]
 }
@@ -62,8 +65,9 @@ func CASIfGreater(wrs []verbs.SendWR, id uint64, res verbs.SGE, rkey uint32, add
 		swapMask[i] = ^uint64(0)
 	}
 	w := &wrs[0]
+	sglW := w.SGL[:0] // keep the backing array: no allocation
 	*w = verbs.SendWR{ID: id, Opcode: verbs.OpMaskedCmpAndSwp, Flags: verbs.FlagSignaled, RemoteAddr: addr, RKey: rkey,
 		Atomic: verbs.AtomicArgs{Size: size, Op: verbs.CmpLess, Compare: v, CompareMask: cmpMask, Swap: v, SwapMask: swapMask}}
-	w.SGL = append(w.SGL[:0], res)
+	w.SGL = append(sglW, res)
 	return wrs[:1]
 }

@@ -309,3 +309,18 @@ func TestRecyclingTorture(t *testing.T) {
 		t.Fatalf("the torture recycled %d buffers in %d writes: it tested nothing", s.Recycled, writes.Load())
 	}
 }
+
+func TestHelpersAllocateNothing(t *testing.T) {
+	wrs := make([]verbs.SendWR, 4)
+	sge := verbs.SGE{Addr: 4096, Length: 64, LKey: 1}
+	// The first use gives each request's scatter list its backing array.
+	prism.AllocWriteInstall(wrs, 1, sge, 2, 0, 8192, 4096, sge, 0)
+	a := testing.AllocsPerRun(1000, func() {
+		prism.IndirectRead(wrs, 1, sge, 2, 8192, true)
+		prism.AllocWriteInstall(wrs, 1, sge, 2, 0, 8192, 4096, sge, 0)
+		prism.CASIfGreater(wrs, 1, sge, 2, 8192, 16, [4]uint64{1, 2}, [4]uint64{})
+	})
+	if a != 0 {
+		t.Errorf("the helpers allocate %v times per call", a)
+	}
+}

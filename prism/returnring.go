@@ -77,9 +77,10 @@ func (r *ReturnRing) Drain(p *Pool) (int, error) {
 // FillWRs with the reserved index.
 func ReturnWRs(wrs []verbs.SendWR, id uint64, rkey uint32, ring uint64, count int, tailRes verbs.SGE) []verbs.SendWR {
 	w := &wrs[0]
+	sglW := w.SGL[:0] // keep the backing array: no allocation
 	*w = verbs.SendWR{ID: id, Opcode: verbs.OpAtomicFetchAndAdd, Flags: verbs.FlagSignaled, RemoteAddr: ring, RKey: rkey}
 	w.Atomic.Swap[0] = uint64(count)
-	w.SGL = append(w.SGL[:0], tailRes)
+	w.SGL = append(sglW, tailRes)
 	return wrs[:1]
 }
 
@@ -91,10 +92,11 @@ func ReturnWRs(wrs []verbs.SendWR, id uint64, rkey uint32, ring uint64, count in
 func FillWRs(wrs []verbs.SendWR, id uint64, rkey uint32, ring uint64, slots int, first uint64, bufs []Returned, res verbs.SGE) []verbs.SendWR {
 	for i, b := range bufs {
 		w := &wrs[i]
+		sglW := w.SGL[:0] // keep the backing array: no allocation
 		*w = verbs.SendWR{ID: id, Opcode: verbs.OpAtomicCmpAndSwp, RKey: rkey,
 			RemoteAddr: ring + 64 + 8*((first+uint64(i))%uint64(slots))}
 		w.Atomic.Swap[0] = b.Addr | uint64(b.Class+1)
-		w.SGL = append(w.SGL[:0], verbs.SGE{Addr: res.Addr + 8*uint64(i), Length: 8, LKey: res.LKey})
+		w.SGL = append(sglW, verbs.SGE{Addr: res.Addr + 8*uint64(i), Length: 8, LKey: res.LKey})
 	}
 	wrs[len(bufs)-1].Flags |= verbs.FlagSignaled
 	return wrs[:len(bufs)]
