@@ -26,6 +26,11 @@ type DirectLink interface {
 	Remote(qpn, rkey uint32, addr, n uint64, need verbs.Access) (mem []byte, st verbs.Status, ok bool)
 	// Locks returns the responder node's atomics locks.
 	Locks() AtomicLocks
+	// Enter and Exit bracket a PRISM operation run directly (an indirect
+	// READ), so that the responder's MR.Quiesce waits for it as it waits
+	// for the operations its own nic runs.
+	Enter()
+	Exit()
 }
 
 // Quiesce waits until no direct operation over l that started before the
@@ -45,10 +50,47 @@ func (n *Node) Quiesce(l Link) {
 }
 
 // oneSided reports whether a request runs directly over a DirectLink:
-// plain READ, WRITE and atomics (PRISM's variants go over the link).
+// plain READ, WRITE and atomics, and INDIRECT (BOUNDED) READs; the other
+// PRISM operations go over the link.
 func oneSided(wr *verbs.SendWR) bool {
 	op := wr.Opcode
-	return (op == verbs.OpRead || op == verbs.OpWrite || op.IsAtomic()) && wr.Flags&verbs.FlagsPRISM == 0
+	if f := wr.Flags & verbs.FlagsPRISM; f != 0 {
+		return op == verbs.OpRead && f&^(verbs.FlagIndirect|verbs.FlagBounded) == 0
+	}
+	return op == verbs.OpRead || op == verbs.OpWrite || op.IsAtomic()
+}
+
+// indirectReadDirect runs an INDIRECT READ of total bytes into the nl
+// local buffers against the responder's mapping, bracketed for the
+// responder's Quiesce. ok=false: go over the link.
+func (q *QP) indirectReadDirect(wr *verbs.SendWR, nl int, total uint64) (verbs.Status, uint32, bool) {
+	d := q.direct
+	slotLen, align := uint64(8), uint64(8)
+	if wr.Flags&verbs.FlagBounded != 0 {
+		slotLen, align = 16, 16
+	}
+	if wr.RemoteAddr%align != 0 {
+		return verbs.StatusRemInvReqErr, 0, true
+	}
+	d.Enter()
+	defer d.Exit()
+	slot, st, ok := d.Remote(q.destQPN, wr.RKey, wr.RemoteAddr, slotLen, verbs.AccessRemoteRead)
+	if !ok || st != verbs.StatusSuccess {
+		return st, 0, ok
+	}
+	ptr, bound := readSlot(d.Locks(), wr.RemoteAddr, slot)
+	if wr.Flags&verbs.FlagBounded != 0 && bound < total {
+		total = bound
+	}
+	src, st, ok := d.Remote(q.destQPN, wr.RKey, ptr, total, verbs.AccessRemoteRead)
+	if !ok {
+		return 0, 0, false
+	}
+	if st != verbs.StatusSuccess {
+		return st, 0, true
+	}
+	scatter(q.lbuf[:nl], src)
+	return verbs.StatusSuccess, uint32(len(src)), true
 }
 
 // execDirect runs a one-sided request against the responder's mapped
@@ -67,6 +109,9 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 		}
 		if total == 0 {
 			return verbs.StatusSuccess, 0, true
+		}
+		if wr.Flags&verbs.FlagIndirect != 0 {
+			return q.indirectReadDirect(wr, nl, total)
 		}
 		src, st, ok := d.Remote(q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteRead)
 		if ok && st == verbs.StatusSuccess {

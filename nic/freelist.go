@@ -80,6 +80,9 @@ func (m *MR) Quiesce() {
 			time.Sleep(5 * time.Microsecond)
 		}
 	}
+	if f := m.pd.node.quiesce; f != nil {
+		f()
+	}
 }
 
 // pop takes a buffer of queue for an n-byte payload.

@@ -72,6 +72,10 @@ type Config struct {
 	Locks AtomicLocks
 	// Observer, if set, learns of regions and QPs as they change.
 	Observer Observer
+	// Quiesce, if set, is called by MR.Quiesce after the node's own
+	// executions drained: the transport waits for the operations that
+	// initiators in other processes run directly (DirectLink.Enter/Exit).
+	Quiesce func()
 	// Idle, if set, is called when a goroutine is about to block in
 	// CQ.Wait: nobody may be polling now, so a transport that relies on
 	// polling goroutines for progress hands it to its own.
@@ -117,6 +121,7 @@ type Node struct {
 	memfd    bool
 	progress func()
 	idle     func()
+	quiesce  func()
 
 	sessMu   sync.Mutex
 	sessions map[*Session]struct{}
@@ -167,6 +172,7 @@ func NewNode(c Config) *Node {
 		memfd:    c.MemFD,
 		progress: c.Progress,
 		idle:     c.Idle,
+		quiesce:  c.Quiesce,
 		sessions: map[*Session]struct{}{},
 		locks:    c.Locks,
 		obs:      c.Observer,

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc64"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/rdmakit/rdmakit/prism"
 	_ "github.com/rdmakit/rdmakit/transport/loop"
+	_ "github.com/rdmakit/rdmakit/transport/shm"
+	_ "github.com/rdmakit/rdmakit/transport/tcp"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -32,12 +35,26 @@ type testbed struct {
 	scq    verbs.CQ
 	pool   verbs.MR
 	fabric string
+	scheme string
 }
 
-func newTestbed(t testing.TB, poolSize int) *testbed {
+// uri names device name of the testbed's transport.
+func (tb *testbed) uri(name string) string {
+	switch tb.scheme {
+	case "shm":
+		return fmt.Sprintf("shm://%s-%d-%s", tb.fabric, os.Getpid(), name)
+	case "tcp":
+		return "tcp://127.0.0.1:0"
+	}
+	return "loop://" + tb.fabric + "/" + name
+}
+
+func newTestbed(t testing.TB, poolSize int) *testbed { return newTestbedOn(t, "loop", poolSize) }
+
+func newTestbedOn(t testing.TB, scheme string, poolSize int) *testbed {
 	t.Helper()
-	fabric := fmt.Sprintf("prism%d", fabricSeq.Add(1))
-	srv, err := verbs.Open("loop://" + fabric + "/server")
+	tb := &testbed{fabric: fmt.Sprintf("prism%d", fabricSeq.Add(1)), scheme: scheme}
+	srv, err := verbs.Open(tb.uri("server"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,12 +65,13 @@ func newTestbed(t testing.TB, poolSize int) *testbed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testbed{server: srv, spd: pd, scq: cq, pool: mr, fabric: fabric}
+	tb.server, tb.spd, tb.scq, tb.pool = srv, pd, cq, mr
+	return tb
 }
 
 func (tb *testbed) connect(t testing.TB, name string) *conn {
 	t.Helper()
-	dev, err := verbs.Open("loop://" + tb.fabric + "/" + name)
+	dev, err := verbs.Open(tb.uri(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,12 +244,23 @@ func TestReturnRing(t *testing.T) {
 // rewritten by its next life would see a bad checksum. At least a million
 // operations run.
 func TestRecyclingTorture(t *testing.T) {
-	const itemLen = 64
-	total := 1_000_000
-	if testing.Short() {
-		total = 100_000
+	for _, tc := range []struct {
+		scheme string
+		ops    int
+	}{{"loop", 1_000_000}, {"shm", 1_000_000}, {"tcp", 20_000}} {
+		t.Run(tc.scheme, func(t *testing.T) {
+			total := tc.ops
+			if testing.Short() {
+				total /= 10
+			}
+			torture(t, tc.scheme, total)
+		})
 	}
-	tb := newTestbed(t, 1<<20)
+}
+
+func torture(t *testing.T, scheme string, total int) {
+	const itemLen = 64
+	tb := newTestbedOn(t, scheme, 1<<20)
 	pool, err := prism.NewPool(tb.pool, prism.PoolConfig{MinSize: 64, MaxSize: 64, Stock: 32})
 	if err != nil {
 		t.Fatal(err)

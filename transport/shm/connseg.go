@@ -21,12 +21,17 @@ import (
 //	                           the response ring was too full to serve; the
 //	                           dialer clears it and rings the device's bell
 //	                           once it has consumed responses
+//	256        8               active: odd while the dialer runs a PRISM
+//	                           operation directly on the device's memory
+//	                           (nic.DirectLink.Enter/Exit); the device's
+//	                           MR.Quiesce waits for it to move
 //	4096       ring.Size(cap)  request ring: dialer → device
 //	respOff    ring.Size(cap)  response ring: device → dialer
 const (
 	connMagic      = 0x526d6873 // "shmR"
 	connVersion    = 1
 	offRespBlocked = 128
+	offActive      = 256
 	connHeader     = 4096
 )
 
@@ -41,6 +46,7 @@ func connLayout(cap int) (respOff, size int) {
 type connRings struct {
 	seg     *shmem.Segment
 	blocked *uint32
+	active  *uint64
 	req     *ring.Ring
 	resp    *ring.Ring
 }
@@ -62,7 +68,7 @@ func newConnSeg(name string, cap int) (*connRings, error) {
 		seg.Close()
 		return nil, fmt.Errorf("shm: format rings: %v %v", err1, err2)
 	}
-	return &connRings{seg: seg, blocked: u32(b, offRespBlocked), req: req, resp: resp}, nil
+	return &connRings{seg: seg, blocked: u32(b, offRespBlocked), active: u64(b, offActive), req: req, resp: resp}, nil
 }
 
 // openConnSeg maps a connection segment a dialer sent and validates it.
@@ -96,7 +102,7 @@ func openConnSeg(fd int, maxCap int) (*connRings, error) {
 		seg.Close()
 		return nil, fmt.Errorf("%w: rings: %v %v", ErrProtocol, err1, err2)
 	}
-	return &connRings{seg: seg, blocked: u32(b, offRespBlocked), req: req, resp: resp}, nil
+	return &connRings{seg: seg, blocked: u32(b, offRespBlocked), active: u64(b, offActive), req: req, resp: resp}, nil
 }
 
 // preadFull reads len(b) bytes from the start of the file fd.

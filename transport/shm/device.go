@@ -158,6 +158,7 @@ func open(name string, opts options) (*device, error) {
 		Observer:  d.publisher,
 		Progress:  d.progress,
 		Idle:      d.idle,
+		Quiesce:   d.quiesce,
 	})
 	d.Node = d.node
 	d.linkSnap.Store(&[]*link{})
@@ -173,6 +174,28 @@ func open(name string, opts options) (*device, error) {
 func (d *device) progress() {
 	d.polls.Add(1)
 	d.drain()
+}
+
+// quiesce waits until no peer is inside a PRISM operation it began on
+// this device's memory before the call (MR.Quiesce): a peer's active word
+// that is odd must move. A peer that dies mid-operation closes its session,
+// which ends the wait.
+func (d *device) quiesce() {
+	d.drainMu.RLock() // sessions' rings stay mapped meanwhile
+	defer d.drainMu.RUnlock()
+	for _, s := range *d.sessSnap.Load() {
+		if s.closed.Load() {
+			continue
+		}
+		w := atomic.LoadUint64(s.rings.active)
+		for i := 0; w&1 == 1 && atomic.LoadUint64(s.rings.active) == w && !s.closed.Load(); i++ {
+			if i < 64 {
+				runtime.Gosched()
+			} else {
+				time.Sleep(5 * time.Microsecond)
+			}
+		}
+	}
 }
 
 // idle hands progress to the NIC goroutine before an application

@@ -280,6 +280,13 @@ func (l *link) Remote(qpn, rkey uint32, addr, n uint64, need verbs.Access) ([]by
 // Locks implements nic.DirectLink.
 func (l *link) Locks() nic.AtomicLocks { return l.locks }
 
+// Enter implements nic.DirectLink: the connection's active word turns
+// odd for the device's Quiesce.
+func (l *link) Enter() { atomic.AddUint64(l.rings.active, 1) }
+
+// Exit implements nic.DirectLink.
+func (l *link) Exit() { atomic.AddUint64(l.rings.active, 1) }
+
 // resolve returns the peer's bytes at addr under rkey as mapped here (lock
 // recovery), or nil.
 func (l *link) resolve(rkey uint32, addr, n uint64) []byte {
