@@ -241,3 +241,33 @@ func TestMemcpyGBps(t *testing.T) {
 		t.Errorf("cancelled probe: %v GB/s after %v", gbps, time.Since(start))
 	}
 }
+
+func TestQuickPrismOpsRun(t *testing.T) {
+	r, _, err := Run(context.Background(), "prism-ops", Options{Quick: true, Duration: 5 * time.Millisecond, OutDir: t.TempDir(), Poll: verbs.PollAdaptive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, p50, ratio, of := r.Column("transport"), r.Column("p50"), r.Column("ratio"), r.Column("ratio_of")
+	perTransport := map[string]int{}
+	ratios := map[string]bool{}
+	for _, row := range r.Rows {
+		perTransport[row[tr].(string)]++
+		if row[p50].(float64) <= 0 {
+			t.Errorf("zero latency in %v", row)
+		}
+		if row[ratio] != nil {
+			if row[ratio].(float64) <= 0 {
+				t.Errorf("bad ratio in %v", row)
+			}
+			ratios[row[tr].(string)+" "+row[of].(string)] = true
+		}
+	}
+	if perTransport["loop"] != 8 || perTransport["tcp"] != 8 || perTransport["shm"] != 9 {
+		t.Errorf("rows per transport: %v", perTransport)
+	}
+	for _, want := range []string{"tcp p50 / two dependent READs", "tcp p50 / three round trips", "shm p50 / read 64 B"} {
+		if !ratios[want] {
+			t.Errorf("no ratio %q in %v", want, ratios)
+		}
+	}
+}
