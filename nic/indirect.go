@@ -45,10 +45,14 @@ func resolveTarget(dq *QP, rkey uint32, addr, n uint64, flags verbs.SendFlags, n
 	return m, b, verbs.StatusSuccess
 }
 
-// readSlot reads a pointer slot (8 bytes, or 16 for a bounded pointer)
-// under the atomics lock of its address, so that a pointer installed by a
-// CAS of either size is seen whole.
+// readSlot reads a pointer slot: 8 bytes with one atomic load (every
+// atomic stores its 8-byte words whole), a 16-byte bounded pointer under
+// the atomics lock of its address, so that a pair installed by a 16- or
+// 32-byte CAS is never seen half old, half new.
 func readSlot(l AtomicLocks, addr uint64, slot []byte) (ptr, bound uint64) {
+	if len(slot) < 16 {
+		return atomic.LoadUint64(word(slot)), 0
+	}
 	s := StripeOf(addr)
 	l.Lock(s)
 	ptr = atomic.LoadUint64(word(slot))

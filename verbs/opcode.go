@@ -200,8 +200,8 @@ const (
 	// The slot and the pointee must both lie in the region of the
 	// request's rkey; otherwise the request completes with
 	// StatusRemAccessErr (StatusRemInvReqErr for a misaligned slot). The
-	// slot is read under the responder's atomics lock of its address, so
-	// a pointer installed by a CAS is seen whole.
+	// slot is read atomically: a pointer installed by a CAS is seen whole
+	// (a bounded pair is read under the responder's atomics lock).
 	FlagIndirect SendFlags = 1 << 8
 	// FlagBounded, with FlagIndirect, makes the slot a 16-byte,
 	// 16-byte-aligned bounded pointer ⟨pointer, bound⟩ (two native-order
