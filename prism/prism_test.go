@@ -353,3 +353,50 @@ func TestHelpersAllocateNothing(t *testing.T) {
 		t.Errorf("the helpers allocate %v times per call", a)
 	}
 }
+
+// TestConcurrentAllocate has four clients ALLOCATE from one free list at
+// once, on every transport: no buffer is handed out twice.
+func TestConcurrentAllocate(t *testing.T) {
+	for _, scheme := range []string{"loop", "tcp", "shm"} {
+		t.Run(scheme, func(t *testing.T) {
+			tb := newTestbedOn(t, scheme, 1<<20)
+			pool, err := prism.NewPool(tb.pool, prism.PoolConfig{MinSize: 64, MaxSize: 64, Stock: 1024})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, _, _ := pool.Class(64)
+			const clients, each = 4, 200
+			addrs := make([][]uint64, clients)
+			var wg sync.WaitGroup
+			for i := 0; i < clients; i++ {
+				c := tb.connect(t, fmt.Sprintf("c%d", i))
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					for k := 0; k < each; k++ {
+						wr := verbs.SendWR{ID: 1, Opcode: verbs.OpAllocate, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{c.sge(0, 64)}, RKey: tb.pool.RKey(), Queue: q}
+						wc := c.run(t, []verbs.SendWR{wr})
+						if wc.Status != verbs.StatusSuccess {
+							t.Errorf("client %d ALLOCATE %d: %v", i, k, wc.Status)
+							return
+						}
+						addrs[i] = append(addrs[i], wc.Result)
+					}
+				}(i)
+			}
+			wg.Wait()
+			seen := map[uint64]bool{}
+			for _, as := range addrs {
+				for _, a := range as {
+					if seen[a] {
+						t.Fatalf("buffer %#x handed out twice", a)
+					}
+					seen[a] = true
+				}
+			}
+			if len(seen) != clients*each {
+				t.Fatalf("%d distinct buffers, want %d", len(seen), clients*each)
+			}
+		})
+	}
+}
