@@ -1,0 +1,20 @@
+// Package smart is rdmakit's scalability runtime after Smart (Ren et al.,
+// ASPLOS '24; ../shared/spec/smart.md): the three techniques that keep
+// IOPS-bound applications scaling, each switchable for ablation and
+// observable.
+//
+//   - Adaptive work-request throttling (Algorithm 1): a worker's credit
+//     counter bounds its outstanding work requests (Throttle), and an epoch
+//     tuner (Tuner) picks the bound that completes the most requests,
+//     trying 4, 6, 8, 10, 12 and "unlimited" (256) for Δ each, then keeping
+//     the winner for a stable phase T.
+//   - Conflict avoidance: truncated exponential backoff after a failed
+//     retry with a dynamic limit driven by the retry rate, and throttling
+//     of the number of tasks a worker runs at once (Backoff).
+//   - Worker-aware resources: workers owning a CQ, a QP per remote node
+//     and their credits, running tasks coroutine-style.
+//
+// The algorithms take their clock and measurements as inputs, so they are
+// tested against injected throughput curves and retry rates rather than
+// against whatever the machine does today.
+package smart
