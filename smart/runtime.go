@@ -1,0 +1,350 @@
+package smart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// Sharing says how workers share QPs and submission paths — the
+// strategies Smart compares (Fig. 3). In software a submission path is the
+// lock a post takes: the QP's own, plus a runtime-wide one when the path
+// is shared (the "doorbell").
+type Sharing int
+
+// Sharing modes.
+const (
+	// PerWorker: every worker has its own QP per node and its own
+	// submission path (Smart's per-thread doorbell; the default).
+	PerWorker Sharing = iota
+	// SharedPath: per-worker QPs, but every post goes through one
+	// runtime-wide lock (per-thread QPs on a shared doorbell).
+	SharedPath
+	// Multiplexed: Config.Multiplex workers share each QP.
+	Multiplexed
+	// SharedQP: all workers share one QP per node.
+	SharedQP
+)
+
+func (s Sharing) String() string {
+	switch s {
+	case PerWorker:
+		return "per-worker"
+	case SharedPath:
+		return "shared-path"
+	case Multiplexed:
+		return "multiplexed"
+	case SharedQP:
+		return "shared-qp"
+	}
+	return fmt.Sprintf("Sharing(%d)", int(s))
+}
+
+// ConnectFunc returns a QP connected to a remote node, sending its
+// completions to cq (the caller's side; the remote side is the node's
+// business, e.g. a cm.Listener in `rdmakit node`).
+type ConnectFunc func(ctx context.Context, cq verbs.CQ) (verbs.QP, error)
+
+// Config configures a Runtime.
+type Config struct {
+	// Device is the one device context every worker shares (Smart's
+	// shared context, PD and regions).
+	Device verbs.Device
+	// PD is the shared protection domain; its regions are the local
+	// buffers of every task.
+	PD verbs.PD
+	// Nodes connect to the remote memory nodes, one function per node.
+	Nodes []ConnectFunc
+	// Workers is the number of workers (default 1).
+	Workers int
+	// Sharing and Multiplex choose the QP sharing (see Sharing).
+	Sharing   Sharing
+	Multiplex int
+	// Throttle enables adaptive work-request throttling with the tuner
+	// (Tuner configures it); a fixed Limit (> 0) disables the tuner.
+	Throttle bool
+	Limit    int
+	Tuner    TunerConfig
+	// Backoff configures conflict avoidance; its Tasks is each worker's
+	// task limit n_max.
+	Backoff BackoffConfig
+	// CQDepth is each worker's CQ depth (default 1024).
+	CQDepth int
+	// Poll is how an idle worker waits for completions (default
+	// adaptive).
+	Poll verbs.PollPolicy
+}
+
+// Runtime runs tasks on workers over a set of remote nodes.
+type Runtime struct {
+	cfg     Config
+	workers []*Worker
+	path    sync.Mutex // the shared submission path (SharedPath)
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	tasks   sync.Map // task id → *Task
+	nextID  atomic.Uint32
+}
+
+// New builds the workers, their CQs and QPs, and starts their pollers.
+func New(ctx context.Context, c Config) (*Runtime, error) {
+	if c.Device == nil || c.PD == nil || len(c.Nodes) == 0 {
+		return nil, fmt.Errorf("%w: smart needs a device, a PD and nodes", verbs.ErrInvalidArg)
+	}
+	if c.Workers <= 0 {
+		c.Workers = 1
+	}
+	if c.CQDepth == 0 {
+		c.CQDepth = 1024
+	}
+	if c.Multiplex <= 0 {
+		c.Multiplex = 2
+	}
+	if c.Poll == (verbs.PollPolicy{}) {
+		c.Poll = verbs.PollAdaptive
+	}
+	c.Backoff.defaults()
+	r := &Runtime{cfg: c}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	for i := 0; i < c.Workers; i++ {
+		cq, err := c.Device.CreateCQ(c.CQDepth)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		limit := Unlimited
+		if c.Limit > 0 {
+			limit = c.Limit
+		}
+		w := &Worker{rt: r, id: i, cq: cq, qps: make([]verbs.QP, len(c.Nodes)),
+			throttle: NewThrottle(limit, c.Throttle || c.Limit > 0), backoff: NewBackoff(c.Backoff),
+			wc: make([]verbs.WC, 64)}
+		if c.Throttle && c.Limit <= 0 {
+			w.tuner = NewTuner(c.Tuner)
+		}
+		w.room = sync.NewCond(&w.mu)
+		w.slots = make(chan struct{}, c.Backoff.Tasks)
+		r.workers = append(r.workers, w)
+	}
+	// QPs: who owns the QP of (worker, node) depends on the sharing.
+	for n, connect := range c.Nodes {
+		for i, w := range r.workers {
+			owner := i
+			switch c.Sharing {
+			case Multiplexed:
+				owner = i / c.Multiplex * c.Multiplex
+			case SharedQP:
+				owner = 0
+			}
+			if owner != i {
+				w.qps[n] = r.workers[owner].qps[n]
+				continue
+			}
+			qp, err := connect(ctx, w.cq)
+			if err != nil {
+				r.Close()
+				return nil, fmt.Errorf("smart: connect worker %d to node %d: %w", i, n, err)
+			}
+			w.qps[n] = qp
+		}
+	}
+	for _, w := range r.workers {
+		r.wg.Add(1)
+		go w.poll()
+	}
+	return r, nil
+}
+
+// Workers returns the runtime's workers.
+func (r *Runtime) Workers() []*Worker { return r.workers }
+
+// Close stops the pollers. Tasks still waiting fail with ErrClosed.
+func (r *Runtime) Close() {
+	r.cancel()
+	r.wg.Wait()
+	for _, w := range r.workers {
+		w.mu.Lock()
+		w.closed = true
+		w.room.Broadcast()
+		w.mu.Unlock()
+	}
+	r.tasks.Range(func(_, v any) bool {
+		v.(*Task).finish(verbs.WC{Status: verbs.StatusWRFlushErr})
+		return true
+	})
+}
+
+// Worker owns a CQ, a QP per remote node (shared per the Sharing mode),
+// a credit counter with its tuner, and a conflict-avoidance controller. Its
+// tasks run as goroutines, at most n_max at once.
+type Worker struct {
+	rt       *Runtime
+	id       int
+	cq       verbs.CQ
+	qps      []verbs.QP
+	throttle *Throttle
+	tuner    *Tuner
+	backoff  *Backoff
+	slots    chan struct{} // running tasks (n_max)
+	wc       []verbs.WC
+
+	mu        sync.Mutex // throttle, backoff, counters
+	room      *sync.Cond // credits returned
+	closed    bool
+	completed uint64
+	running   int
+}
+
+// ID is the worker's index.
+func (w *Worker) ID() int { return w.id }
+
+// Stats is what a worker reports about its techniques.
+type Stats struct {
+	Limit       int           // current work-request limit (C_max of throttling)
+	Credits     int           // credits left
+	Completed   uint64        // work requests completed
+	BackoffCMax time.Duration // current backoff maximum
+	RetryRate   float64       // retry rate at the last evaluation
+	Tasks       int           // n_max
+}
+
+// Stats returns the worker's current figures.
+func (w *Worker) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Stats{Limit: w.throttle.Limit(), Credits: w.throttle.Credits(), Completed: w.completed,
+		BackoffCMax: w.backoff.CMax(), RetryRate: w.backoff.RetryRate(), Tasks: w.backoff.Tasks()}
+}
+
+// Go runs f as a task of the worker, once fewer than n_max of its tasks
+// run. It returns when f returns.
+func (w *Worker) Go(ctx context.Context, f func(t *Task) error) error {
+	select {
+	case w.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-w.slots }()
+	for {
+		w.mu.Lock()
+		n := w.backoff.Tasks()
+		if w.running < n || w.closed {
+			w.running++
+			w.mu.Unlock()
+			break
+		}
+		w.mu.Unlock()
+		// Task throttling: wait for a running task to end.
+		runtime.Gosched()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Microsecond):
+		}
+	}
+	defer func() {
+		w.mu.Lock()
+		w.running--
+		w.mu.Unlock()
+	}()
+	t := &Task{w: w, ctx: ctx, done: make(chan verbs.WC, 1)}
+	t.id = w.rt.nextID.Add(1)
+	w.rt.tasks.Store(t.id, t)
+	defer w.rt.tasks.Delete(t.id)
+	return f(t)
+}
+
+// acquire waits for n credits.
+func (w *Worker) acquire(ctx context.Context, n int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for !w.throttle.TryAcquire(n) {
+		if w.closed {
+			return verbs.ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		w.room.Wait()
+	}
+	return nil
+}
+
+// post puts a list on node's QP through the worker's submission path.
+func (w *Worker) post(node int, wrs []verbs.SendWR) error {
+	if w.rt.cfg.Sharing == SharedPath {
+		w.rt.path.Lock()
+		defer w.rt.path.Unlock()
+	}
+	return w.qps[node].PostSend(wrs)
+}
+
+// poll is the worker's poller: it dispatches completions to tasks,
+// returns credits and drives the tuner and the backoff controller.
+func (w *Worker) poll() {
+	defer w.rt.wg.Done()
+	ctx := w.rt.ctx
+	tick := time.Now()
+	for {
+		n, err := verbs.PollWait(ctx, w.cq, w.wc, w.rt.cfg.Poll)
+		if err != nil {
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		for i := 0; i < n; i++ {
+			w.rt.dispatch(&w.wc[i])
+		}
+		if now := time.Now(); now.Sub(tick) >= 500*time.Microsecond {
+			tick = now
+			w.rt.tickAll(now)
+		}
+	}
+}
+
+// wr_id layout: task id (32 bits) | worker (16) | list size (16).
+func wrID(task uint32, worker, size int) uint64 {
+	return uint64(task)<<32 | uint64(worker&0xffff)<<16 | uint64(size&0xffff)
+}
+
+// dispatch returns a completion's credits to the posting worker and wakes
+// its task.
+func (r *Runtime) dispatch(wc *verbs.WC) {
+	worker, size := int(wc.ID>>16&0xffff), int(wc.ID&0xffff)
+	if worker < len(r.workers) {
+		w := r.workers[worker]
+		w.mu.Lock()
+		w.throttle.Release(size)
+		w.completed += uint64(size)
+		w.room.Broadcast()
+		w.mu.Unlock()
+	}
+	if v, ok := r.tasks.Load(uint32(wc.ID >> 32)); ok {
+		v.(*Task).finish(*wc)
+	}
+}
+
+// tickAll advances every worker's tuner and backoff controller.
+func (r *Runtime) tickAll(now time.Time) {
+	for _, w := range r.workers {
+		w.mu.Lock()
+		if w.tuner != nil {
+			if limit, changed := w.tuner.Tick(now, w.completed); changed {
+				w.throttle.SetLimit(limit)
+				w.room.Broadcast()
+			}
+		}
+		w.backoff.Tick(now)
+		w.mu.Unlock()
+	}
+}
