@@ -271,3 +271,19 @@ func TestQuickPrismOpsRun(t *testing.T) {
 		}
 	}
 }
+
+func TestQuickSmartConflictRun(t *testing.T) {
+	r, _, err := Run(context.Background(), "smart-conflict", Options{Quick: true, Duration: 20 * time.Millisecond, OutDir: t.TempDir(), Poll: verbs.PollAdaptive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rows) != 12 {
+		t.Fatalf("%d rows, want 3 sizes × 4 techniques", len(r.Rows))
+	}
+	rate, retries := r.Column("rate"), r.Column("retries_per_op")
+	for _, row := range r.Rows {
+		if row[rate].(float64) <= 0 || row[retries].(float64) < 0 {
+			t.Errorf("row %v", row)
+		}
+	}
+}

@@ -23,6 +23,7 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 	if dq == nil || dq.typ != verbs.RC || !receiving(dq) {
 		return verbs.StatusRetryExcErr, 0, false
 	}
+	dq.node.charge()
 	switch wr.Opcode {
 	case verbs.OpRead:
 		if wr.Flags&verbs.FlagRedirect != 0 {

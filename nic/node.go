@@ -107,6 +107,7 @@ type Node struct {
 	net   Network
 	keys  *keyTable
 	ticks ticks
+	cost  atomic.Pointer[costState]
 	locks AtomicLocks
 	obs   Observer
 

@@ -123,6 +123,7 @@ func (s *Session) Serve(r *Request, w Responder) {
 }
 
 func (s *Session) execute(r *Request, src source, resp *Response) (verbs.Status, bool) {
+	s.node.charge()
 	dq := s.cur.dq
 	if dq == nil || dq.qpn != r.DstQPN || dq.state.Load() == stateDestroyed {
 		dq = s.node.qp(r.DstQPN)

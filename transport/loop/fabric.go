@@ -299,6 +299,20 @@ func (f *Fabric) toggle(m map[string]bool, name string, on bool) error {
 	return nil
 }
 
+// SetCost turns on the software cost model of node name (nic.CostModel:
+// per-request service time on one pipeline, slower past a WQE-cache
+// bound); a zero model turns it off.
+func (f *Fabric) SetCost(name string, c nic.CostModel) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n, err := f.node(name)
+	if err != nil {
+		return err
+	}
+	n.SetCost(c)
+	return nil
+}
+
 // SetLatency adds a one-way delay d to the link between nodes a and b; b
 // may be "*" for every link of a. Requests take effect and complete after
 // the round trip (2×d), pipelined. Zero removes the delay.
