@@ -277,8 +277,8 @@ func TestQuickSmartConflictRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Rows) != 12 {
-		t.Fatalf("%d rows, want 3 sizes × 4 techniques", len(r.Rows))
+	if len(r.Rows) != 16 {
+		t.Fatalf("%d rows, want 4 sizes × 4 techniques", len(r.Rows))
 	}
 	rate, retries := r.Column("rate"), r.Column("retries_per_op")
 	for _, row := range r.Rows {

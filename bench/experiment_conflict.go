@@ -41,10 +41,6 @@ type conflictTechnique struct {
 	cfg     smart.BackoffConfig
 }
 
-// Network latency of the experiment's loop fabric: one-way, so a round
-// trip is twice it. Real delays make tasks overlap as on a network.
-const conflictLatency = 5 * time.Microsecond
-
 // conflictCost is the memory node's cost model: one pipeline serving a
 // request per microsecond, so wasted retries take capacity from useful
 // work, as they take IOPS from an RNIC.
@@ -59,14 +55,14 @@ func runSmartConflict(ctx context.Context, env *Env) (*Result, error) {
 		Plots: []Plot{{Title: "retries per operation against slot-array size", X: "slots", Y: "retries_per_op",
 			Series: []string{"technique"}, LogX: true}},
 	}
-	c0 := 2 * conflictLatency // about one round trip
+	c0 := 4 * conflictCost.Service // about one round trip through the node's pipeline
 	techniques := []conflictTechnique{
 		{name: "naive retry"},
 		{name: "backoff (static limit)", backoff: true, cfg: smart.BackoffConfig{C0: c0}},
 		{name: "backoff + dynamic limit", backoff: true, cfg: smart.BackoffConfig{C0: c0, Dynamic: true}},
 		{name: "backoff + dynamic limit + task throttling", backoff: true, cfg: smart.BackoffConfig{C0: c0, Dynamic: true, Throttle: true}},
 	}
-	sizes := []int{4096, 64, 8}
+	sizes := []int{4096, 64, 8, 1}
 	bar := env.Progress(len(sizes)*len(techniques), time.Duration(len(sizes)*len(techniques))*point, "smart-conflict")
 	defer bar.Finish()
 	for _, slots := range sizes {
@@ -88,10 +84,10 @@ func runSmartConflict(ctx context.Context, env *Env) (*Result, error) {
 			bar.Add(1)
 		}
 	}
-	r.Meta.Transport = fmt.Sprintf("loop with %v one-way latency, cost model on (%v per request at the node)", conflictLatency, conflictCost.Service)
+	r.Meta.Transport = fmt.Sprintf("loop, cost model on (%v per request at the node)", conflictCost.Service)
 	r.Notes = append(r.Notes,
-		fmt.Sprintf("A loop fabric with %v of one-way latency (a %v round trip) between the client and the memory node, whose nic runs the cost model (nic.CostModel: each request occupies its one pipeline for %v — a 1 Mops node, so wasted CAS retries eat the capacity useful work needs, as RNIC IOPS do); 2 workers × 16 tasks (smart runtime), each task looping: pick a slot (scrambled zipfian 0.99, go-ycsb), READ it, CAS it to value+1; a failed CAS retries with the value it returned.", conflictLatency, 2*conflictLatency, conflictCost.Service),
-		"naive retry: CAS again at once. backoff: wait a random time up to min(C_max, C0·2^k) before the k-th retry (C0 ≈ one round trip); static keeps C_max at 1024·C0, dynamic doubles/halves it when the retry rate is above 0.5 / below 0.1; task throttling lowers n_max (tasks a worker runs at once) once C_max is at a bound.",
+		fmt.Sprintf("The client and the memory node are on a loop fabric; the node's nic runs the cost model (nic.CostModel: each request occupies its one pipeline for %v — a node of at most 1/%v requests per second, so wasted CAS retries eat the capacity useful work needs, as RNIC IOPS do, and queueing at the node opens the window between a READ and its CAS); 2 workers × 16 tasks (smart runtime), each task looping: pick a slot (scrambled zipfian 0.99, go-ycsb), READ it, CAS it to value+1; a failed CAS retries with the value it returned. 1 slot is the most contended point.", conflictCost.Service, conflictCost.Service),
+		"naive retry: CAS again at once. backoff: wait a random time up to min(C_max, C0·2^k) before the k-th retry (C0 = 4 service times ≈ one round trip through the node); static keeps C_max at 1024·C0, dynamic doubles/halves it when the retry rate is above 0.5 / below 0.1; task throttling lowers n_max (tasks a worker runs at once) once C_max is at a bound.",
 		"retries_per_op: failed CASes per completed increment; the retry columns give the share of increments by how many retries they needed; p50/p99 are per increment (READ + CAS + retries); cmax and n_max are worker 0's at the end; vs_naive is throughput over the naive loop's at the same size.",
 		fmt.Sprintf("Each point ran %v.", point),
 	)
@@ -121,9 +117,6 @@ func runConflict(ctx context.Context, slots int, tech conflictTechnique, point t
 		return res, err
 	}
 	defer client.Close()
-	if err := loop.Get(fabric).SetLatency("client", "node", conflictLatency); err != nil {
-		return res, err
-	}
 	if err := loop.Get(fabric).SetCost("node", conflictCost); err != nil {
 		return res, err
 	}
