@@ -287,3 +287,19 @@ func TestQuickSmartConflictRun(t *testing.T) {
 		}
 	}
 }
+
+func TestQuickGuidelinesRun(t *testing.T) {
+	r, _, err := Run(context.Background(), "guidelines", Options{Quick: true, Duration: 20 * time.Millisecond, OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rows) != 10 {
+		t.Fatalf("%d rows, want 5 guidelines × 2", len(r.Rows))
+	}
+	rate := r.Column("rate")
+	for _, row := range r.Rows {
+		if row[rate].(float64) <= 0 {
+			t.Errorf("row %v", row)
+		}
+	}
+}

@@ -76,6 +76,10 @@ type Config struct {
 	// executions drained: the transport waits for the operations that
 	// initiators in other processes run directly (DirectLink.Enter/Exit).
 	Quiesce func()
+	// DoorbellPerWR flushes the link after every request instead of once
+	// per post list: the "no doorbell batching" side of Kalia et al.'s
+	// guideline, for ablation.
+	DoorbellPerWR bool
 	// Idle, if set, is called when a goroutine is about to block in
 	// CQ.Wait: nobody may be polling now, so a transport that relies on
 	// polling goroutines for progress hands it to its own.
@@ -123,6 +127,8 @@ type Node struct {
 	progress func()
 	idle     func()
 	quiesce  func()
+
+	doorbellPerWR bool
 
 	sessMu   sync.Mutex
 	sessions map[*Session]struct{}
@@ -174,9 +180,11 @@ func NewNode(c Config) *Node {
 		progress: c.Progress,
 		idle:     c.Idle,
 		quiesce:  c.Quiesce,
-		sessions: map[*Session]struct{}{},
-		locks:    c.Locks,
-		obs:      c.Observer,
+
+		doorbellPerWR: c.DoorbellPerWR,
+		sessions:      map[*Session]struct{}{},
+		locks:         c.Locks,
+		obs:           c.Observer,
 	}
 	if n.locks == nil {
 		n.locks = &lockTable{}

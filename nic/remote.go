@@ -46,6 +46,13 @@ func (q *QP) transmitLocked() {
 			break
 		}
 		e.sent = t
+		if q.node.doorbellPerWR && i+1 < q.sq.tail {
+			// One doorbell per request (guideline ablation): flush this
+			// one before the next goes out.
+			i++
+			q.linkFull = true
+			break
+		}
 	}
 	if i > q.sent() {
 		q.addFlush(q.destLink)

@@ -41,6 +41,9 @@ func (provider) Scheme() string { return Scheme }
 //	spin=D            how long the soft NIC keeps polling a connection after
 //	                  its last request before it parks (default 50µs; 0
 //	                  parks at once)
+//	doorbell=wr       one write system call per work request instead of one
+//	                  per post list (doorbell=list, the default): the
+//	                  no-batching side of the guideline, for comparison
 func (provider) Open(u *url.URL) (verbs.Device, error) {
 	if u.Host == "" || (u.Path != "" && u.Path != "/") {
 		return nil, fmt.Errorf("%w: want tcp://HOST:PORT, got %q", verbs.ErrBadURI, u.String())
@@ -48,6 +51,13 @@ func (provider) Open(u *url.URL) (verbs.Device, error) {
 	opts := options{dialTimeout: 5 * time.Second, keepalive: time.Second, spin: DefaultSpin}
 	q := u.Query()
 	opts.token = q.Get("token")
+	switch q.Get("doorbell") {
+	case "", "list":
+	case "wr":
+		opts.doorbellPerWR = true
+	default:
+		return nil, fmt.Errorf("%w: doorbell=%q (list or wr)", verbs.ErrBadURI, q.Get("doorbell"))
+	}
 	switch q.Get("memfd") {
 	case "", "0", "false":
 	case "1", "true":
@@ -73,12 +83,13 @@ func (provider) Open(u *url.URL) (verbs.Device, error) {
 const DefaultSpin = 50 * time.Microsecond
 
 type options struct {
-	wrapConn    func(net.Conn) net.Conn // tests: wraps accepted connections
-	spin        time.Duration
-	memfd       bool
-	token       string
-	dialTimeout time.Duration
-	keepalive   time.Duration
+	doorbellPerWR bool
+	wrapConn      func(net.Conn) net.Conn // tests: wraps accepted connections
+	spin          time.Duration
+	memfd         bool
+	token         string
+	dialTimeout   time.Duration
+	keepalive     time.Duration
 }
 
 // device is a tcp node: a nic.Node, the listener its soft NIC serves on,
@@ -136,6 +147,8 @@ func listen(hostport, advertise string, opts options) (*device, error) {
 		OnClose:   d.shutdown,
 		MemFD:     opts.memfd,
 		Progress:  d.progress,
+
+		DoorbellPerWR: opts.doorbellPerWR,
 	})
 	d.Node = d.node
 	d.wg.Add(2)

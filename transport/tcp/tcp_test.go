@@ -232,3 +232,67 @@ func newTCPPairDepth(tb testing.TB, depth int) *tpair {
 	lb, _ := pb.AllocMR(1<<20, verbs.AccessAll)
 	return &tpair{cq: cqa, qp: qa, local: la, peer: lb}
 }
+
+// TestDoorbellPerRequest runs post lists over a device that writes every
+// request on its own (doorbell=wr): same results, in order.
+func TestDoorbellPerRequest(t *testing.T) {
+	if _, err := verbs.Open("tcp://127.0.0.1:0?doorbell=nope"); !errors.Is(err, verbs.ErrBadURI) {
+		t.Fatalf("doorbell=nope: %v", err)
+	}
+	a, err := verbs.Open("tcp://127.0.0.1:0?doorbell=wr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := verbs.Open("tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	pa, _ := a.AllocPD()
+	pb, _ := b.AllocPD()
+	cqa, _ := a.CreateCQ(64)
+	cqb, _ := b.CreateCQ(64)
+	qa, _ := pa.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cqa, RecvCQ: cqa})
+	qb, _ := pb.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cqb, RecvCQ: cqb})
+	if err := verbs.ConnectRC(qa, verbs.AccessAll, b.Address(), qb.QPN()); err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.ConnectRC(qb, verbs.AccessAll, a.Address(), qa.QPN()); err != nil {
+		t.Fatal(err)
+	}
+	la, _ := pa.AllocMR(4096, verbs.AccessAll)
+	rb, _ := pb.AllocMR(4096, verbs.AccessAll)
+	for i := 0; i < 16; i++ {
+		rb.Bytes()[i*8] = byte(i + 1)
+	}
+	wrs := make([]verbs.SendWR, 16)
+	for i := range wrs {
+		wrs[i] = verbs.SendWR{ID: uint64(i), Opcode: verbs.OpRead, Flags: verbs.FlagSignaled,
+			SGL:        []verbs.SGE{{Addr: la.Addr() + uint64(i*8), Length: 8, LKey: la.LKey()}},
+			RemoteAddr: rb.Addr() + uint64(i*8), RKey: rb.RKey()}
+	}
+	if err := qa.PostSend(wrs); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wc := make([]verbs.WC, 16)
+	for got := 0; got < 16; {
+		n, err := verbs.PollWait(ctx, cqa, wc[got:], verbs.PollAdaptive)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := got; i < got+n; i++ {
+			if wc[i].Status != verbs.StatusSuccess || wc[i].ID != uint64(i) {
+				t.Fatalf("completion %d: %+v", i, wc[i])
+			}
+		}
+		got += n
+	}
+	for i := 0; i < 16; i++ {
+		if la.Bytes()[i*8] != byte(i+1) {
+			t.Fatalf("READ %d got %d", i, la.Bytes()[i*8])
+		}
+	}
+}
