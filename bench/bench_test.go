@@ -303,3 +303,21 @@ func TestQuickGuidelinesRun(t *testing.T) {
 		}
 	}
 }
+
+func TestQuickSmartDepthAndSharingRuns(t *testing.T) {
+	for name, rows := range map[string]int{"smart-depth": 11, "smart-sharing": 16} {
+		r, _, err := Run(context.Background(), name, Options{Quick: true, Duration: 10 * time.Millisecond, OutDir: t.TempDir()})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(r.Rows) != rows {
+			t.Fatalf("%s: %d rows, want %d", name, len(r.Rows), rows)
+		}
+		rate := r.Column("rate")
+		for _, row := range r.Rows {
+			if row[rate].(float64) <= 0 {
+				t.Errorf("%s: row %v", name, row)
+			}
+		}
+	}
+}
