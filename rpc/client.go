@@ -1,0 +1,242 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// MaxMessage bounds requests and responses, header included (default
+	// DefaultMaxMessage); it must not exceed the server's.
+	MaxMessage int
+	// Slots is the number of calls in flight at once (default 64); it
+	// must not exceed the server's Recvs.
+	Slots int
+	// Poll is how the client's poller waits (default adaptive).
+	Poll verbs.PollPolicy
+}
+
+func (c *ClientConfig) defaults() {
+	if c.MaxMessage <= 0 {
+		c.MaxMessage = DefaultMaxMessage
+	}
+	if c.Slots <= 0 {
+		c.Slots = 64
+	}
+	if c.Poll == (verbs.PollPolicy{}) {
+		c.Poll = verbs.PollAdaptive
+	}
+}
+
+// call is one slot's call in flight.
+type call struct {
+	gen  uint32
+	resp []byte
+	n    int
+	err  error
+	done chan struct{}
+}
+
+// Client makes calls over the SEND/RECV path of one connection. Calls are
+// safe from any number of goroutines; at most Slots are in flight.
+type Client struct {
+	cfg    ClientConfig
+	qp     verbs.QP
+	cq     verbs.CQ
+	mr     verbs.MR
+	free   chan int
+	mu     sync.Mutex
+	calls  []call
+	closed atomic.Bool
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+	sent   atomic.Uint64 // SENDs posted: every 16th is signaled, to free send-queue slots
+	life   sync.RWMutex  // calls hold it shared while they use the buffers; Close exclusively
+}
+
+// NewClient starts a client on qp (connected, RTS) whose completions go
+// to cq; pd registers its buffers. Close it when done.
+func NewClient(pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg ClientConfig) (*Client, error) {
+	cfg.defaults()
+	n, size := cfg.Slots, cfg.MaxMessage
+	mr, err := pd.AllocMR(2*n*size, verbs.AccessLocalWrite)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, qp: qp, cq: cq, mr: mr, free: make(chan int, n), calls: make([]call, n), done: make(chan struct{})}
+	recvs := make([]verbs.RecvWR, n)
+	for i := range recvs {
+		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{c.recvSGE(i)}}
+		c.free <- i
+		c.calls[i].done = make(chan struct{}, 1)
+	}
+	if err := qp.PostRecv(recvs); err != nil {
+		mr.Deregister()
+		return nil, err
+	}
+	var ctx context.Context
+	ctx, c.cancel = context.WithCancel(context.Background())
+	go c.poll(ctx)
+	return c, nil
+}
+
+func (c *Client) recvSGE(i int) verbs.SGE {
+	size := c.cfg.MaxMessage
+	return verbs.SGE{Addr: c.mr.Addr() + uint64(i*size), Length: uint32(size), LKey: c.mr.LKey()}
+}
+
+// Call calls method with req and copies the response payload into resp,
+// returning its length (the response is cut to len(resp)). It returns a
+// *RemoteError for a handler's error, ctx's error when ctx ends first
+// (a late response is dropped), and ErrClosed after Close or a failed
+// connection.
+func (c *Client) Call(ctx context.Context, method uint16, req, resp []byte) (int, error) {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	if len(req)+Header > c.cfg.MaxMessage {
+		return 0, fmt.Errorf("%w: a %d-byte request", ErrTooLarge, len(req))
+	}
+	var slot int
+	select {
+	case slot = <-c.free:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-c.done:
+		return 0, ErrClosed
+	}
+	n, size := c.cfg.Slots, c.cfg.MaxMessage
+	c.mu.Lock()
+	cl := &c.calls[slot]
+	cl.gen++
+	gen := cl.gen
+	cl.resp, cl.n, cl.err = resp, 0, nil
+	c.mu.Unlock()
+	out := c.mr.Bytes()[(n+slot)*size : (n+slot+1)*size]
+	putHeader(out, method, 0, uint32(slot)|gen<<16)
+	copy(out[Header:], req)
+	wr := []verbs.SendWR{{ID: uint64(slot), Opcode: verbs.OpSend,
+		SGL: []verbs.SGE{{Addr: c.mr.Addr() + uint64((n+slot)*size), Length: uint32(Header + len(req)), LKey: c.mr.LKey()}}}}
+	if c.sent.Add(1)%16 == 0 {
+		wr[0].Flags |= verbs.FlagSignaled // selective signaling
+	}
+	if err := c.qp.PostSend(wr); err != nil {
+		c.free <- slot
+		return 0, err
+	}
+	select {
+	case <-cl.done:
+		c.mu.Lock()
+		got, err := cl.n, cl.err
+		cl.resp = nil
+		c.mu.Unlock()
+		c.free <- slot
+		return got, err
+	case <-ctx.Done():
+		// Abandon the slot's generation: a late response is dropped. The
+		// slot is reused only once the request has been answered or the
+		// connection is gone, so its buffer is not overwritten in flight.
+		go func() {
+			select {
+			case <-cl.done:
+			case <-c.done:
+			}
+			c.free <- slot
+		}()
+		c.mu.Lock()
+		cl.gen++
+		cl.resp = nil
+		c.mu.Unlock()
+		return 0, ctx.Err()
+	case <-c.done:
+		return 0, ErrClosed
+	}
+}
+
+// poll receives responses and hands them to their calls.
+func (c *Client) poll(ctx context.Context) {
+	defer close(c.done)
+	wc := make([]verbs.WC, 64)
+	one := make([]verbs.RecvWR, 1)
+	size := c.cfg.MaxMessage
+	for {
+		k, err := verbs.PollWait(ctx, c.cq, wc, c.cfg.Poll)
+		if err != nil {
+			c.err = err
+			return
+		}
+		for i := 0; i < k; i++ {
+			w := &wc[i]
+			if w.Status != verbs.StatusSuccess {
+				c.err = fmt.Errorf("rpc: client connection: %v: %w", w.Opcode, w.Status.Err())
+				return
+			}
+			if w.Opcode != verbs.WCRecv {
+				continue
+			}
+			j := int(w.ID)
+			msg := c.mr.Bytes()[j*size : j*size+int(w.ByteLen)]
+			c.deliver(msg)
+			one[0] = verbs.RecvWR{ID: uint64(j), SGL: []verbs.SGE{c.recvSGE(j)}}
+			if err := c.qp.PostRecv(one); err != nil {
+				c.err = err
+				return
+			}
+		}
+	}
+}
+
+// deliver matches a response to its call.
+func (c *Client) deliver(msg []byte) {
+	method, flags, id, ok := parseHeader(msg)
+	if !ok {
+		return
+	}
+	slot, gen := int(id&0xffff), id>>16
+	if slot >= len(c.calls) {
+		return
+	}
+	c.mu.Lock()
+	cl := &c.calls[slot]
+	if cl.gen&0xffff != gen {
+		c.mu.Unlock()
+		select { // an abandoned call's answer frees its slot
+		case cl.done <- struct{}{}:
+		default:
+		}
+		return
+	}
+	if flags&flagError != 0 {
+		cl.err = &RemoteError{Method: method, Msg: string(msg[Header:])}
+		if string(msg[Header:]) == ErrNoMethod.Error() {
+			cl.err = fmt.Errorf("%w: %d", ErrNoMethod, method)
+		}
+	} else {
+		cl.n = copy(cl.resp, msg[Header:])
+	}
+	c.mu.Unlock()
+	select {
+	case cl.done <- struct{}{}:
+	default:
+	}
+}
+
+// Close stops the client; calls in flight fail with ErrClosed.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.cancel()
+	<-c.done
+	c.life.Lock() // no call uses the buffers any more
+	defer c.life.Unlock()
+	return c.mr.Deregister()
+}
