@@ -321,3 +321,23 @@ func TestQuickSmartDepthAndSharingRuns(t *testing.T) {
 		}
 	}
 }
+
+func TestQuickSequencerRun(t *testing.T) {
+	r, _, err := Run(context.Background(), "sequencer", Options{Quick: true, Duration: 20 * time.Millisecond, OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, rate := r.Column("system"), r.Column("rate")
+	seen := map[string]bool{}
+	for _, row := range r.Rows {
+		seen[row[sys].(string)] = true
+		if row[rate].(float64) <= 0 {
+			t.Errorf("row %v", row)
+		}
+	}
+	for _, want := range []string{"rdmakit FAA (one-sided)", "rdmakit RPC", "rdmakit RPC, batched", "rdmakit header-only"} {
+		if !seen[want] {
+			t.Errorf("no %q row in %v", want, seen)
+		}
+	}
+}

@@ -6,18 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rdmakit/rdmakit/rpc"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
-// FAA is the one-sided sequencer: the counter is 8 bytes at Addr under
-// RKey in the server's memory; QP is connected to the server, its
-// completions go to CQ, and Buf (8 bytes per call in flight, at least
-// Slots×8) receives the counter's old values. Safe for concurrent use;
-// at most Slots calls are in flight.
+// FAA is the one-sided sequencer: the counter is 8 bytes at addr under
+// rkey in the server's memory; qp is connected to the server, its
+// completions go to cq, and buf (8 bytes per request in flight, at least
+// slots×8) receives the counter's old values. A driver goroutine owns the
+// QP: it gathers the requests waiting when it posts into one post list (one
+// doorbell, whatever the number of callers) and hands completions back.
+// Safe for concurrent use; at most slots requests are in flight. Close it.
 type FAA struct {
 	qp    verbs.QP
 	cq    verbs.CQ
@@ -25,73 +27,164 @@ type FAA struct {
 	addr  uint64
 	rkey  uint32
 	poll  verbs.PollPolicy
-	free  chan int
-	waits []chan verbs.WC
-	poll1 sync.Mutex // one goroutine polls at a time; it owns wc
-	wc    []verbs.WC
+	slots int
+	reqs  chan *faaReq
+	stop  chan struct{}
+	done  chan struct{}
 }
 
-// NewFAA returns an FAA sequencer with slots calls in flight.
+type faaReq struct {
+	n   uint64
+	out chan faaResult
+}
+
+type faaResult struct {
+	v   uint64
+	err error
+}
+
+// NewFAA returns an FAA sequencer with slots requests in flight.
 func NewFAA(qp verbs.QP, cq verbs.CQ, buf verbs.MR, addr uint64, rkey uint32, slots int, poll verbs.PollPolicy) (*FAA, error) {
 	if slots <= 0 || buf.Len() < 8*slots {
 		return nil, fmt.Errorf("%w: %d slots need %d bytes of buffer", verbs.ErrInvalidArg, slots, 8*slots)
 	}
-	f := &FAA{qp: qp, cq: cq, buf: buf, addr: addr, rkey: rkey, poll: poll, free: make(chan int, slots), waits: make([]chan verbs.WC, slots),
-		wc: make([]verbs.WC, 16)}
-	for i := 0; i < slots; i++ {
-		f.free <- i
-		f.waits[i] = make(chan verbs.WC, 1)
-	}
+	f := &FAA{qp: qp, cq: cq, buf: buf, addr: addr, rkey: rkey, poll: poll, slots: slots,
+		reqs: make(chan *faaReq, 4*slots), stop: make(chan struct{}), done: make(chan struct{})}
+	go f.drive()
 	return f, nil
 }
 
 // Next implements Sequencer with one FETCH_AND_ADD of n.
 func (f *FAA) Next(ctx context.Context, n int) (uint64, error) {
-	var slot int
+	r := &faaReq{n: uint64(n), out: make(chan faaResult, 1)}
 	select {
-	case slot = <-f.free:
+	case f.reqs <- r:
 	case <-ctx.Done():
 		return 0, ctx.Err()
+	case <-f.done:
+		return 0, ErrClosed
 	}
-	defer func() { f.free <- slot }()
-	w := []verbs.SendWR{{ID: uint64(slot), Opcode: verbs.OpAtomicFetchAndAdd, Flags: verbs.FlagSignaled,
-		SGL:        []verbs.SGE{{Addr: f.buf.Addr() + uint64(8*slot), Length: 8, LKey: f.buf.LKey()}},
-		RemoteAddr: f.addr, RKey: f.rkey}}
-	w[0].Atomic.Swap[0] = uint64(n)
-	if err := f.qp.PostSend(w); err != nil {
-		return 0, err
-	}
-	for {
-		select {
-		case wc := <-f.waits[slot]:
-			if wc.Status != verbs.StatusSuccess {
-				return 0, wc.Status.Err()
-			}
-			return binary.NativeEndian.Uint64(f.buf.Bytes()[8*slot:]), nil
-		default:
-		}
-		if err := f.pollOnce(ctx); err != nil {
-			return 0, err
-		}
+	select {
+	case res := <-r.out:
+		return res.v, res.err
+	case <-ctx.Done():
+		return 0, ctx.Err() // the number is consumed; the block is lost
+	case <-f.done:
+		return 0, ErrClosed
 	}
 }
 
-// pollOnce polls the CQ (one goroutine at a time) and hands completions
-// to their slots.
-func (f *FAA) pollOnce(ctx context.Context) error {
-	if !f.poll1.TryLock() {
-		if err := ctx.Err(); err != nil {
-			return err
+// Close stops the driver; requests in flight fail with ErrClosed.
+func (f *FAA) Close() error {
+	select {
+	case <-f.stop:
+	default:
+		close(f.stop)
+	}
+	<-f.done
+	return nil
+}
+
+// ErrClosed is returned by a closed sequencer.
+var ErrClosed = errors.New("seq: closed")
+
+// drive posts waiting requests as lists and completes them.
+func (f *FAA) drive() {
+	defer close(f.done)
+	inflight := make([]*faaReq, f.slots)
+	var free []int
+	for i := f.slots - 1; i >= 0; i-- {
+		free = append(free, i)
+	}
+	wrs := make([]verbs.SendWR, 0, f.slots)
+	sgl := make([]verbs.SGE, f.slots)
+	wc := make([]verbs.WC, f.slots)
+	outstanding, idle := 0, 0
+	fail := func(err error) {
+		for i, r := range inflight {
+			if r != nil {
+				r.out <- faaResult{err: err}
+				inflight[i] = nil
+			}
 		}
-		runtime.Gosched() // another caller polls for us
-		return nil
 	}
-	defer f.poll1.Unlock()
-	n, err := verbs.PollWait(ctx, f.cq, f.wc, f.poll)
-	for i := 0; i < n; i++ {
-		f.waits[f.wc[i].ID] <- f.wc[i]
+	for {
+		// Gather what waits (block only when nothing is in flight).
+		wrs = wrs[:0]
+		for len(free) > 0 {
+			var r *faaReq
+			if outstanding == 0 && len(wrs) == 0 {
+				select {
+				case r = <-f.reqs:
+				case <-f.stop:
+					return
+				}
+			} else {
+				select {
+				case r = <-f.reqs:
+				default:
+				}
+			}
+			if r == nil {
+				break
+			}
+			slot := free[len(free)-1]
+			free = free[:len(free)-1]
+			inflight[slot] = r
+			sgl[slot] = verbs.SGE{Addr: f.buf.Addr() + uint64(8*slot), Length: 8, LKey: f.buf.LKey()}
+			w := verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpAtomicFetchAndAdd, Flags: verbs.FlagSignaled,
+				SGL: sgl[slot : slot+1], RemoteAddr: f.addr, RKey: f.rkey}
+			w.Atomic.Swap[0] = r.n
+			wrs = append(wrs, w)
+		}
+		if len(wrs) > 0 {
+			if err := f.qp.PostSend(wrs); err != nil {
+				fail(err)
+				return
+			}
+			outstanding += len(wrs)
+		}
+		// Completions: poll; when nothing moves for a while, park.
+		n, err := f.cq.Poll(wc)
+		if n == 0 && err == nil && len(wrs) == 0 {
+			idle++
+			if idle < 64 {
+				runtime.Gosched()
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			n, err = verbs.PollWait(ctx, f.cq, wc, f.poll)
+			cancel()
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = nil
+			}
+		}
+		if n > 0 {
+			idle = 0
+		}
+		for i := 0; i < n; i++ {
+			slot := int(wc[i].ID)
+			r := inflight[slot]
+			inflight[slot] = nil
+			free = append(free, slot)
+			outstanding--
+			if wc[i].Status != verbs.StatusSuccess {
+				r.out <- faaResult{err: wc[i].Status.Err()}
+				continue
+			}
+			r.out <- faaResult{v: binary.NativeEndian.Uint64(f.buf.Bytes()[8*slot:])}
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		select {
+		case <-f.stop:
+			fail(ErrClosed)
+			return
+		default:
+		}
 	}
-	return err
 }
 
 // Server methods of the RPC sequencer.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 
 	"github.com/rdmakit/rdmakit/verbs"
@@ -92,7 +91,9 @@ func (s *HeaderOnlyServer) Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ, 
 }
 
 // HeaderOnly is the client of the header-only design; one number per
-// request. Safe for concurrent use: answers come back in request order.
+// request. A poller goroutine takes the answers, which come back in
+// request order, and hands them to the waiting callers. Safe for
+// concurrent use. Close it.
 type HeaderOnly struct {
 	qp      verbs.QP
 	cq      verbs.CQ
@@ -100,9 +101,9 @@ type HeaderOnly struct {
 	mu      sync.Mutex // posting, the guess and the queue of waiters
 	guess   uint32
 	waiters []chan verbs.WC
-	poller  sync.Mutex
-	wc      []verbs.WC
 	sent    int
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // NewHeaderOnly starts a client on qp (completions on cq) with recvs
@@ -115,7 +116,11 @@ func NewHeaderOnly(qp verbs.QP, cq verbs.CQ, recvs int, poll verbs.PollPolicy) (
 	if err := qp.PostRecv(r); err != nil {
 		return nil, err
 	}
-	return &HeaderOnly{qp: qp, cq: cq, poll: poll, wc: make([]verbs.WC, 64)}, nil
+	h := &HeaderOnly{qp: qp, cq: cq, poll: poll, done: make(chan struct{})}
+	var ctx context.Context
+	ctx, h.stop = context.WithCancel(context.Background())
+	go h.run(ctx)
+	return h, nil
 }
 
 // ErrOneAtATime is returned for a request of more than one number.
@@ -142,16 +147,12 @@ func (h *HeaderOnly) Next(ctx context.Context, n int) (uint64, error) {
 		h.waiters = append(h.waiters, done)
 		h.mu.Unlock()
 		var a verbs.WC
-	wait:
-		for {
-			select {
-			case a = <-done:
-				break wait
-			default:
-			}
-			if err := h.pollOnce(ctx); err != nil {
-				return 0, err
-			}
+		select {
+		case a = <-done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-h.done:
+			return 0, ErrClosed
 		}
 		if a.Status != verbs.StatusSuccess {
 			return 0, a.Status.Err()
@@ -166,37 +167,43 @@ func (h *HeaderOnly) Next(ctx context.Context, n int) (uint64, error) {
 	}
 }
 
-// pollOnce takes answers (one goroutine at a time) and hands them to the
-// waiters in order; it reposts the receives.
-func (h *HeaderOnly) pollOnce(ctx context.Context) error {
-	if !h.poller.TryLock() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		runtime.Gosched() // another caller polls for us
-		return nil
-	}
-	defer h.poller.Unlock()
-	n, err := verbs.PollWait(ctx, h.cq, h.wc, h.poll)
+// Close stops the poller; waiting callers get ErrClosed.
+func (h *HeaderOnly) Close() error {
+	h.stop()
+	<-h.done
+	return nil
+}
+
+// run takes answers and hands them to the waiters in order, reposting the
+// receives.
+func (h *HeaderOnly) run(ctx context.Context) {
+	defer close(h.done)
+	wc := make([]verbs.WC, 64)
 	recv := [1]verbs.RecvWR{}
-	for i := 0; i < n; i++ {
-		w := h.wc[i]
-		if w.Opcode != verbs.WCRecv && w.Status == verbs.StatusSuccess {
-			continue
+	for {
+		n, err := verbs.PollWait(ctx, h.cq, wc, h.poll)
+		if err != nil {
+			return
 		}
-		if w.Opcode == verbs.WCRecv {
-			recv[0] = verbs.RecvWR{ID: w.ID}
-			if perr := h.qp.PostRecv(recv[:]); perr != nil && err == nil {
-				err = perr
+		for i := 0; i < n; i++ {
+			w := wc[i]
+			if w.Opcode != verbs.WCRecv {
+				if w.Status == verbs.StatusSuccess {
+					continue // a signaled request's completion
+				}
+			} else {
+				recv[0] = verbs.RecvWR{ID: w.ID}
+				if err := h.qp.PostRecv(recv[:]); err != nil {
+					return
+				}
 			}
+			h.mu.Lock()
+			if len(h.waiters) > 0 {
+				c := h.waiters[0]
+				h.waiters = h.waiters[1:]
+				c <- w
+			}
+			h.mu.Unlock()
 		}
-		h.mu.Lock()
-		if len(h.waiters) > 0 {
-			c := h.waiters[0]
-			h.waiters = h.waiters[1:]
-			c <- w
-		}
-		h.mu.Unlock()
 	}
-	return err
 }

@@ -109,6 +109,10 @@ func TestFAA(t *testing.T) {
 		t.Fatal(err)
 	}
 	hammer(t, f, 5, 0)
+	f.Close()
+	if _, err := f.Next(context.Background(), 1); !errors.Is(err, seq.ErrClosed) {
+		t.Errorf("Next after Close: %v", err)
+	}
 }
 
 func TestRPCSequencer(t *testing.T) {
@@ -141,4 +145,5 @@ func TestHeaderOnlyAcrossTheHighBits(t *testing.T) {
 		t.Errorf("Next(2): %v", err)
 	}
 	hammer(t, h, 1, start)
+	h.Close()
 }
