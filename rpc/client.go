@@ -58,21 +58,36 @@ type Client struct {
 	err    error
 	sent   atomic.Uint64 // SENDs posted: every 16th is signaled, to free send-queue slots
 	life   sync.RWMutex  // calls hold it shared while they use the buffers; Close exclusively
+
+	// Requests are posted by combining: a caller appends its SEND to
+	// pending; whoever finds nobody posting posts everything pending as
+	// one list (one doorbell for all the callers waiting then).
+	pmu     sync.Mutex
+	pending []verbs.SendWR
+	spare   []verbs.SendWR
+	posting bool
+	sgl     []verbs.SGE
 }
 
 // NewClient starts a client on qp (connected, RTS) whose completions go
 // to cq; pd registers its buffers. Close it when done.
 func NewClient(pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg ClientConfig) (*Client, error) {
 	cfg.defaults()
+	// Receives: twice the slots, so an answer never finds the receive of
+	// the previous one not yet re-posted (which would cost an RNR wait).
+	// Buffers: the receives, then one send buffer per slot.
 	n, size := cfg.Slots, cfg.MaxMessage
-	mr, err := pd.AllocMR(2*n*size, verbs.AccessLocalWrite)
+	mr, err := pd.AllocMR(3*n*size, verbs.AccessLocalWrite)
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, qp: qp, cq: cq, mr: mr, free: make(chan int, n), calls: make([]call, n), done: make(chan struct{})}
-	recvs := make([]verbs.RecvWR, n)
+	c := &Client{cfg: cfg, qp: qp, cq: cq, mr: mr, free: make(chan int, n), calls: make([]call, n), done: make(chan struct{}),
+		sgl: make([]verbs.SGE, n), pending: make([]verbs.SendWR, 0, n), spare: make([]verbs.SendWR, 0, n)}
+	recvs := make([]verbs.RecvWR, 2*n)
 	for i := range recvs {
 		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{c.recvSGE(i)}}
+	}
+	for i := 0; i < n; i++ {
 		c.free <- i
 		c.calls[i].done = make(chan struct{}, 1)
 	}
@@ -120,18 +135,15 @@ func (c *Client) Call(ctx context.Context, method uint16, req, resp []byte) (int
 	gen := cl.gen
 	cl.resp, cl.n, cl.err = resp, 0, nil
 	c.mu.Unlock()
-	out := c.mr.Bytes()[(n+slot)*size : (n+slot+1)*size]
+	out := c.mr.Bytes()[(2*n+slot)*size : (2*n+slot+1)*size]
 	putHeader(out, method, 0, uint32(slot)|gen<<16)
 	copy(out[Header:], req)
-	wr := []verbs.SendWR{{ID: uint64(slot), Opcode: verbs.OpSend,
-		SGL: []verbs.SGE{{Addr: c.mr.Addr() + uint64((n+slot)*size), Length: uint32(Header + len(req)), LKey: c.mr.LKey()}}}}
+	c.sgl[slot] = verbs.SGE{Addr: c.mr.Addr() + uint64((2*n+slot)*size), Length: uint32(Header + len(req)), LKey: c.mr.LKey()}
+	wr := verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpSend, SGL: c.sgl[slot : slot+1]}
 	if c.sent.Add(1)%16 == 0 {
-		wr[0].Flags |= verbs.FlagSignaled // selective signaling
+		wr.Flags |= verbs.FlagSignaled // selective signaling
 	}
-	if err := c.qp.PostSend(wr); err != nil {
-		c.free <- slot
-		return 0, err
-	}
+	c.submit(wr)
 	select {
 	case <-cl.done:
 		c.mu.Lock()
@@ -159,6 +171,40 @@ func (c *Client) Call(ctx context.Context, method uint16, req, resp []byte) (int
 	case <-c.done:
 		return 0, ErrClosed
 	}
+}
+
+// submit queues wr and, unless another caller is posting, posts
+// everything queued as one list. A failed post fails the calls it carried.
+func (c *Client) submit(wr verbs.SendWR) {
+	c.pmu.Lock()
+	c.pending = append(c.pending, wr)
+	if c.posting {
+		c.pmu.Unlock()
+		return
+	}
+	c.posting = true
+	for len(c.pending) > 0 {
+		batch := c.pending
+		c.pending = c.spare[:0]
+		c.pmu.Unlock()
+		err := c.qp.PostSend(batch)
+		c.pmu.Lock()
+		if err != nil {
+			c.mu.Lock()
+			for i := range batch {
+				cl := &c.calls[batch[i].ID]
+				cl.err = err
+				select {
+				case cl.done <- struct{}{}:
+				default:
+				}
+			}
+			c.mu.Unlock()
+		}
+		c.spare = batch[:0]
+	}
+	c.posting = false
+	c.pmu.Unlock()
 }
 
 // poll receives responses and hands them to their calls.

@@ -14,9 +14,9 @@ type ServerConfig struct {
 	// MaxMessage bounds requests and responses, header included (default
 	// DefaultMaxMessage).
 	MaxMessage int
-	// Recvs is the number of requests a connection can have in flight:
-	// receives kept posted, and request slots of the HERD path (default
-	// 64).
+	// Recvs is the number of receives a connection keeps posted (default
+	// 64); give it some headroom over the clients' Slots, since a receive
+	// is posted again only once the answer to its request has completed.
 	Recvs int
 	// Poll is how a connection's loop waits for work (default adaptive).
 	Poll verbs.PollPolicy
