@@ -56,53 +56,53 @@ func newCQ(n *Node, depth int) *CQ {
 // QP to ERROR.
 func (c *CQ) push(wc *verbs.WC, qp *QP, seq uint64, solicited bool) bool {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return true
-	}
-	tail := c.tail
-	if c.overrun || tail-c.head >= c.depth {
-		c.overrun = true
-		c.signal()
-		c.mu.Unlock()
-		return false
-	}
-	e := &c.ring[tail&c.mask]
-	e.wc = *wc
-	e.qp = qp
-	e.seq = seq
-	c.tail = tail + 1
-	if c.armed == armAny || (c.armed == armSolicited && (solicited || wc.Status != verbs.StatusSuccess)) {
-		c.signal()
+	e, ok := c.reserveLocked()
+	if e != nil {
+		e.wc = *wc
+		c.commitLocked(e, qp, seq, solicited || wc.Status != verbs.StatusSuccess)
 	}
 	c.mu.Unlock()
-	return true
+	return ok
 }
 
-// pushSend is push for a send completion, written in place.
+// pushSend is push for a send completion, written in place (no WC built
+// and copied on the way: the READ path is this short).
 func (c *CQ) pushSend(id uint64, st verbs.Status, op verbs.WCOpcode, n uint32, result uint64, qp *QP, seq uint64) bool {
 	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return true
-	}
-	tail := c.tail
-	if c.overrun || tail-c.head >= c.depth {
-		c.overrun = true
-		c.signal()
-		c.mu.Unlock()
-		return false
-	}
-	e := &c.ring[tail&c.mask]
-	e.wc = verbs.WC{ID: id, Status: st, Opcode: op, ByteLen: n, QPN: qp.qpn, Result: result}
-	e.qp = qp
-	e.seq = seq
-	c.tail = tail + 1
-	if c.armed == armAny || (c.armed == armSolicited && st != verbs.StatusSuccess) {
-		c.signal()
+	e, ok := c.reserveLocked()
+	if e != nil {
+		e.wc = verbs.WC{ID: id, Status: st, Opcode: op, ByteLen: n, QPN: qp.qpn, Result: result}
+		c.commitLocked(e, qp, seq, st != verbs.StatusSuccess)
 	}
 	c.mu.Unlock()
-	return true
+	return ok
+}
+
+// reserveLocked returns the entry the next completion goes to, or nil:
+// with ok for a closed CQ (the completion is dropped), without ok when the
+// CQ is full (it enters overrun). c.mu is held.
+func (c *CQ) reserveLocked() (e *cqe, ok bool) {
+	if c.closed {
+		return nil, true
+	}
+	if c.overrun || c.tail-c.head >= c.depth {
+		c.overrun = true
+		c.signal()
+		return nil, false
+	}
+	return &c.ring[c.tail&c.mask], true
+}
+
+// commitLocked publishes the reserved entry e and wakes an armed waiter
+// (one armed for solicited events only when solicited is set). c.mu is
+// held.
+func (c *CQ) commitLocked(e *cqe, qp *QP, seq uint64, solicited bool) {
+	e.qp = qp
+	e.seq = seq
+	c.tail++
+	if c.armed == armAny || (c.armed == armSolicited && solicited) {
+		c.signal()
+	}
 }
 
 // signal delivers a completion event; the caller holds c.mu.

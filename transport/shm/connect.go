@@ -157,7 +157,7 @@ func (d *device) handshake(c *net.UnixConn) {
 		reject(err.Error())
 		return
 	}
-	id := d.addPeer(m.address)
+	id := d.peers.Add(m.address)
 	s := &session{
 		d: d, conn: c, address: m.address, peerID: id, peer: peer, rings: rings, peerSeg: peerSeg,
 		ns:     d.node.NewSession(id),

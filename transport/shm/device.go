@@ -104,8 +104,7 @@ type device struct {
 	linkSnap atomic.Pointer[[]*link]
 	sessions map[*session]struct{}
 	sessSnap atomic.Pointer[[]*session]
-	peers    map[uint32]string
-	nextID   uint32
+	peers    nic.PeerTable
 	oldSegs  []*nodeSeg // peer segments of failed links
 
 	// drainMu is held shared by every drain; closing a connection takes it
@@ -141,7 +140,6 @@ func open(name string, opts options) (*device, error) {
 		maxMsg:   opts.ring / 4,
 		links:    map[string]*link{},
 		sessions: map[*session]struct{}{},
-		peers:    map[uint32]string{},
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
@@ -392,30 +390,15 @@ func (d *device) dropSession(s *session) {
 
 // ResolveID implements nic.Network: the peer that sent a receive.
 func (d *device) ResolveID(id uint32) (nic.Target, error) {
-	d.mu.Lock()
-	a, ok := d.peers[id]
-	d.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("no peer with id %d", id)
+	a, err := d.peers.Address(id)
+	if err != nil {
+		return nil, err
 	}
 	return d.Resolve(a)
 }
 
 // Route implements nic.Network: shm injects no faults.
 func (d *device) Route(*nic.Node, nic.Target) nic.Route { return nic.Route{} }
-
-func (d *device) addPeer(address string) uint32 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for id, a := range d.peers {
-		if a == address {
-			return id
-		}
-	}
-	d.nextID++
-	d.peers[d.nextID] = address
-	return d.nextID
-}
 
 // shutdown runs when the device closes.
 func (d *device) shutdown() { d.disconnect(verbs.ErrClosed) }

@@ -100,12 +100,11 @@ type device struct {
 	opts options
 	ln   net.Listener
 
-	mu     sync.Mutex
-	links  map[string]*link        // by peer address
-	snap   atomic.Pointer[[]*link] // the links, for progress without locks
-	peers  map[uint32]string       // accepted peers by id: their device address
-	nextID uint32
-	conns  map[net.Conn]struct{}
+	mu    sync.Mutex
+	links map[string]*link        // by peer address
+	snap  atomic.Pointer[[]*link] // the links, for progress without locks
+	peers nic.PeerTable           // accepted peers by id: their device address
+	conns map[net.Conn]struct{}
 
 	closed   atomic.Bool
 	refused  atomic.Int64
@@ -134,7 +133,6 @@ func listen(hostport, advertise string, opts options) (*device, error) {
 		opts:  opts,
 		ln:    ln,
 		links: map[string]*link{},
-		peers: map[uint32]string{},
 		conns: map[net.Conn]struct{}{},
 		stop:  make(chan struct{}),
 	}
@@ -223,30 +221,15 @@ func (d *device) progress() {
 
 // ResolveID implements nic.Network: the peer that sent a receive.
 func (d *device) ResolveID(id uint32) (nic.Target, error) {
-	d.mu.Lock()
-	a, ok := d.peers[id]
-	d.mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("no peer with id %d", id)
+	a, err := d.peers.Address(id)
+	if err != nil {
+		return nil, err
 	}
 	return d.Resolve(a)
 }
 
 // Route implements nic.Network. TCP injects no faults: a path is up.
 func (d *device) Route(*nic.Node, nic.Target) nic.Route { return nic.Route{} }
-
-func (d *device) addPeer(address string) uint32 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for id, a := range d.peers {
-		if a == address {
-			return id
-		}
-	}
-	d.nextID++
-	d.peers[d.nextID] = address
-	return d.nextID
-}
 
 func (d *device) forget(l *link) {
 	d.mu.Lock()

@@ -93,7 +93,7 @@ func (d *device) serve(c net.Conn) {
 		d.refuse(c, fmt.Errorf("%w: bad auth token from %s", ErrRejected, c.RemoteAddr()))
 		return
 	}
-	peer := d.addPeer(h.address)
+	peer := d.peers.Add(h.address)
 	if _, err := c.Write(appendWelcome(nil, &welcome{version: Version, peerID: peer, address: d.node.Address()})); err != nil {
 		return
 	}
