@@ -87,7 +87,7 @@ func runSmartConflict(ctx context.Context, env *Env) (*Result, error) {
 	r.Meta.Transport = fmt.Sprintf("loop, cost model on (%v per request at the node)", conflictCost.Service)
 	r.Notes = append(r.Notes,
 		fmt.Sprintf("The client and the memory node are on a loop fabric; the node's nic runs the cost model (nic.CostModel: each request occupies its one pipeline for %v — a node of at most 1/%v requests per second, so wasted CAS retries eat the capacity useful work needs, as RNIC IOPS do, and queueing at the node opens the window between a READ and its CAS); 2 workers × 16 tasks (smart runtime), each task looping: pick a slot (scrambled zipfian 0.99, go-ycsb), READ it, CAS it to value+1; a failed CAS retries with the value it returned. 1 slot is the most contended point.", conflictCost.Service, conflictCost.Service),
-		"naive retry: CAS again at once. backoff: wait a random time up to min(C_max, C0·2^k) before the k-th retry (C0 = 4 service times ≈ one round trip through the node); static keeps C_max at 1024·C0, dynamic doubles/halves it when the retry rate is above 0.5 / below 0.1; task throttling lowers n_max (tasks a worker runs at once) once C_max is at a bound.",
+		"naive retry: CAS again at once. backoff: wait a random time up to min(C_max, C0·2^k) before the k-th retry (C0 = 4 service times ≈ one round trip through the node); static keeps C_max at 1024·C0, dynamic doubles/halves it when the retry rate (the share of CAS attempts that failed, over at least 32 attempts a millisecond) is above 0.5 / below 0.1; task throttling lowers n_max (tasks a worker runs at once) once C_max is at a bound.",
 		"retries_per_op: failed CASes per completed increment; the retry columns give the share of increments by how many retries they needed; p50/p99 are per increment (READ + CAS + retries); cmax and n_max are worker 0's at the end; vs_naive is throughput over the naive loop's at the same size.",
 		fmt.Sprintf("Each point ran %v.", point),
 	)
@@ -194,7 +194,7 @@ func runConflict(ctx context.Context, slots int, tech conflictTechnique, point t
 								t.Backoff(k, rng.Float64())
 							}
 						}
-						t.Finished(k > 0)
+						t.Finished(k)
 						local = append(local, time.Since(t0))
 						ops.Add(1)
 						retries.Add(uint64(k))

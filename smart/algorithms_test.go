@@ -148,13 +148,19 @@ func TestBackoffDelay(t *testing.T) {
 	}
 }
 
-// drive feeds a backoff controller operations at retry rate p for ticks
-// intervals and returns it.
+// drive feeds a backoff controller attempts failing at rate p for ticks
+// intervals (100 single-attempt outcomes each: Observe(1) is one failed
+// and one successful attempt, so p·100 of them plus successes).
 func drive(b *Backoff, p float64, ticks int, now *time.Time) {
 	b.Tick(*now)
 	for i := 0; i < ticks; i++ {
-		for op := 0; op < 100; op++ {
-			b.Observe(float64(op) < p*100)
+		failed := int(p*100 + 0.5)
+		for op := 0; op < 100-failed; op++ {
+			b.Observe(0)
+		}
+		for op := 0; op < failed; op++ {
+			b.ops++ // a failed attempt on its own, as the rate counts them
+			b.retried++
 		}
 		*now = now.Add(b.cfg.Interval)
 		b.Tick(*now)
@@ -198,7 +204,7 @@ func TestBackoffDynamicLimitAndTasks(t *testing.T) {
 		t.Fatalf("n_max %d after cooling, want 8", b.Tasks())
 	}
 	// Ticks closer than the interval do nothing.
-	b.Observe(true)
+	b.Observe(1)
 	if b.Tick(now.Add(time.Microsecond)) {
 		t.Error("a tick within the interval changed the controller")
 	}

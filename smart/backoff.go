@@ -13,8 +13,11 @@ type BackoffConfig struct {
 	// PHigh and PLow are the retry rates above which C_max doubles and
 	// below which it halves (defaults 0.5 and 0.1).
 	PHigh, PLow float64
-	// Interval is how often the retry rate is evaluated (default 1 ms).
-	Interval time.Duration
+	// Interval is how often the retry rate is evaluated (default 1 ms);
+	// an evaluation waits until MinSamples operations finished since the
+	// last one (default 32), so a slow interval does not decide on noise.
+	Interval   time.Duration
+	MinSamples int
 	// Tasks is the initial and largest number of tasks a worker runs at
 	// once (n_max; default 8); MinTasks the smallest (default 1).
 	Tasks, MinTasks int
@@ -39,6 +42,9 @@ func (c *BackoffConfig) defaults() {
 	if c.Interval == 0 {
 		c.Interval = time.Millisecond
 	}
+	if c.MinSamples == 0 {
+		c.MinSamples = 32
+	}
 	if c.Tasks == 0 {
 		c.Tasks = 8
 	}
@@ -50,8 +56,8 @@ func (c *BackoffConfig) defaults() {
 // Backoff is Smart's conflict avoidance for one worker: truncated
 // exponential backoff between retries, a maximum C_max that follows the
 // retry rate, and the number of tasks allowed to run at once (n_max),
-// changed only once C_max sits at a bound. Operations report whether they
-// retried (Observe); Tick, called with the time, re-evaluates every
+// changed only once C_max sits at a bound. Operations report how many
+// times they retried (Observe); Tick, called with the time, re-evaluates every
 // Interval. It never reads a clock or a random source itself. Not safe for
 // concurrent use.
 type Backoff struct {
@@ -86,16 +92,19 @@ func (b *Backoff) Delay(k int, r float64) time.Duration {
 	return time.Duration(r * float64(ceil+1))
 }
 
-// Observe records one finished operation and whether it needed a retry.
-func (b *Backoff) Observe(retried bool) {
-	b.ops++
-	if retried {
-		b.retried++
-	}
+// Observe records one finished operation that took retries retries
+// (failed attempts) before it succeeded. The retry rate is the share of
+// attempts that failed: an operation that retried many times weighs more
+// than one that retried once, so a heavy tail of retries is not mistaken
+// for mild contention.
+func (b *Backoff) Observe(retries int) {
+	b.ops += uint64(retries) + 1
+	b.retried += uint64(retries)
 }
 
 // Tick re-evaluates at now if an Interval has passed since the last
-// evaluation: p = share of operations that retried; p > PHigh doubles
+// evaluation and MinSamples attempts were observed: p = share of attempts
+// that failed; p > PHigh doubles
 // C_max, or at the limit shrinks n_max; p < PLow halves C_max, or at C0
 // grows n_max. It reports whether anything changed.
 func (b *Backoff) Tick(now time.Time) bool {
@@ -103,13 +112,10 @@ func (b *Backoff) Tick(now time.Time) bool {
 		b.lastTick = now
 		return false
 	}
-	if now.Sub(b.lastTick) < b.cfg.Interval {
+	if now.Sub(b.lastTick) < b.cfg.Interval || b.ops < uint64(b.cfg.MinSamples) {
 		return false
 	}
 	b.lastTick = now
-	if b.ops == 0 {
-		return false
-	}
 	p := float64(b.retried) / float64(b.ops)
 	b.rate = p
 	b.ops, b.retried = 0, 0

@@ -191,7 +191,7 @@ func TestRuntimeConflictAvoidance(t *testing.T) {
 							retries.Add(1)
 							tk.Backoff(k, rng.Float64())
 						}
-						tk.Finished(k > 0)
+						tk.Finished(k)
 					}
 					return nil
 				})

@@ -169,11 +169,11 @@ func (t *Task) Backoff(k int, r float64) {
 	}
 }
 
-// Finished records that an operation (an update, say) finished and
-// whether it needed retries: the retry rate drives the backoff limit and
-// the task limit.
-func (t *Task) Finished(retried bool) {
+// Finished records that an operation (an update, say) finished after
+// retries failed attempts: the retry rate drives the backoff limit and the
+// task limit.
+func (t *Task) Finished(retries int) {
 	t.w.mu.Lock()
-	t.w.backoff.Observe(retried)
+	t.w.backoff.Observe(retries)
 	t.w.mu.Unlock()
 }
