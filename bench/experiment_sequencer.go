@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +37,7 @@ const (
 func runSequencer(ctx context.Context, env *Env) (*Result, error) {
 	point := env.PointDuration(time.Second, 100*time.Millisecond)
 	r := &Result{Name: "sequencer", Title: "networked sequencers vs Redis INCR and memcached incr", Columns: sequencerColumns}
-	bar := env.Progress(6, 6*point, "sequencer")
+	bar := env.Progress(8, 8*point, "sequencer")
 	defer bar.Finish()
 	var redis float64
 	if srv, err := peers.StartRedis(ctx); err != nil {
@@ -71,7 +72,8 @@ func runSequencer(ctx context.Context, env *Env) (*Result, error) {
 	for _, d := range []struct {
 		name string
 		n    int
-	}{{"rdmakit FAA (one-sided)", 1}, {"rdmakit RPC", 1}, {"rdmakit RPC, batched", 16}, {"rdmakit header-only", 1}} {
+	}{{"rdmakit FAA (one-sided)", 1}, {"rdmakit RPC", 1}, {"rdmakit RPC, batched", 16},
+		{"rdmakit HERD RPC", 1}, {"rdmakit HERD RPC, batched", 16}, {"rdmakit header-only", 1}} {
 		rate, reqs, err := runSeqDesign(ctx, d.name, d.n, point)
 		if err != nil {
 			return nil, fmt.Errorf("sequencer %s: %w", d.name, err)
@@ -82,7 +84,7 @@ func runSequencer(ctx context.Context, env *Env) (*Result, error) {
 	r.Meta.Transport = "tcp"
 	r.Notes = append(r.Notes,
 		fmt.Sprintf("Every system serves %d connections, each keeping %d requests in flight, over 127.0.0.1. Redis and memcached run in their own processes; the rdmakit servers run in this process on tcp devices (their soft NIC and, for RPC and header-only, a serving goroutine per connection).", seqConns, seqPipeline),
-		"FAA: a FETCH_AND_ADD on a counter in the server's memory per request, no server CPU. RPC: a SEND/RECV call, the server takes the numbers with one atomic add per call; batched asks 16 numbers per call. header-only: a SEND_WITH_IMM of 0 bytes with the guessed high bits, answered with the low 32 bits.",
+		"FAA: a FETCH_AND_ADD on a counter in the server's memory per request, no server CPU. RPC: a SEND/RECV call, the server takes the numbers with one atomic add per call; batched asks 16 numbers per call. HERD RPC: the same call with the request WRITten (inline) into a region the server polls, the answer a SEND. header-only: a SEND_WITH_IMM of 0 bytes with the guessed high bits, answered with the low 32 bits.",
 		"rate is numbers handed out per second, requests requests per second; every number rdmakit handed out is checked unique and gap-free (seq.Check). vs_redis divides rate by Redis INCR's.",
 		fmt.Sprintf("Each point ran %v.", point),
 	)
@@ -196,7 +198,11 @@ func runSeqDesign(ctx context.Context, design string, n int, d time.Duration) (r
 				defer serving.Done()
 				_ = rpcSrv.Serve(sctx, s.pd, s.qp, s.cq)
 			}()
-			cl, err := rpc.NewClient(c.pd, c.qp, c.cq, rpc.ClientConfig{Slots: seqPipeline})
+			cfg := rpc.ClientConfig{Slots: seqPipeline, MaxMessage: rpc.MinMessage}
+			if strings.HasPrefix(design, "rdmakit HERD") {
+				cfg.Herd, cfg.Inline = true, verbs.DefaultMaxInlineData
+			}
+			cl, err := rpc.NewClient(c.pd, c.qp, c.cq, cfg)
 			if err != nil {
 				return 0, 0, err
 			}

@@ -2,9 +2,11 @@ package rpc
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -12,18 +14,30 @@ import (
 // ClientConfig configures a Client.
 type ClientConfig struct {
 	// MaxMessage bounds requests and responses, header included (default
-	// DefaultMaxMessage); it must not exceed the server's.
+	// DefaultMaxMessage, at least MinMessage); it must not exceed the
+	// server's, and the server's handlers must answer within it.
 	MaxMessage int
 	// Slots is the number of calls in flight at once (default 64); it
 	// must not exceed the server's Recvs.
 	Slots int
 	// Poll is how the client's poller waits (default adaptive).
 	Poll verbs.PollPolicy
+	// Herd sends requests HERD-style: a WRITE into the server's request
+	// region, which the server polls, instead of a SEND into a posted
+	// receive. Responses come back by SEND either way.
+	Herd bool
+	// Inline posts HERD request WRITEs of up to this many bytes (header
+	// included) inline; it must not exceed the QP's MaxInlineData. 0
+	// posts them from the client's registered buffers.
+	Inline int
 }
 
 func (c *ClientConfig) defaults() {
 	if c.MaxMessage <= 0 {
 		c.MaxMessage = DefaultMaxMessage
+	}
+	if c.MaxMessage < MinMessage {
+		c.MaxMessage = MinMessage
 	}
 	if c.Slots <= 0 {
 		c.Slots = 64
@@ -67,6 +81,16 @@ type Client struct {
 	spare   []verbs.SendWR
 	posting bool
 	sgl     []verbs.SGE
+
+	// HERD requests: the server's request region and, per slot, the
+	// counter of the last request and the SGE of its closing word.
+	herd     bool
+	raddr    uint64
+	rkey     uint32
+	stride   int
+	ctr      []uint32
+	wordSGL  []verbs.SGE
+	wordBase int
 }
 
 // NewClient starts a client on qp (connected, RTS) whose completions go
@@ -77,12 +101,17 @@ func NewClient(pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg ClientConfig) (*Client
 	// the previous one not yet re-posted (which would cost an RNR wait).
 	// Buffers: the receives, then one send buffer per slot.
 	n, size := cfg.Slots, cfg.MaxMessage
-	mr, err := pd.AllocMR(3*n*size, verbs.AccessLocalWrite)
+	// Then one closing word per slot for HERD requests.
+	if cfg.Herd && (n > MaxHerdSlots || cfg.Inline < 0) {
+		return nil, fmt.Errorf("%w: %d HERD slots (at most %d), inline %d", verbs.ErrInvalidArg, n, MaxHerdSlots, cfg.Inline)
+	}
+	mr, err := pd.AllocMR(3*n*size+8*n, verbs.AccessLocalWrite)
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, qp: qp, cq: cq, mr: mr, free: make(chan int, n), calls: make([]call, n), done: make(chan struct{}),
-		sgl: make([]verbs.SGE, n), pending: make([]verbs.SendWR, 0, n), spare: make([]verbs.SendWR, 0, n)}
+		sgl: make([]verbs.SGE, n), pending: make([]verbs.SendWR, 0, 2*n), spare: make([]verbs.SendWR, 0, 2*n),
+		ctr: make([]uint32, n), wordSGL: make([]verbs.SGE, n), wordBase: 3 * n * size}
 	recvs := make([]verbs.RecvWR, 2*n)
 	for i := range recvs {
 		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{c.recvSGE(i)}}
@@ -98,7 +127,45 @@ func NewClient(pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg ClientConfig) (*Client
 	var ctx context.Context
 	ctx, c.cancel = context.WithCancel(context.Background())
 	go c.poll(ctx)
+	if cfg.Herd {
+		if err := c.openHerd(); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// herdOpenTimeout bounds the call that opens HERD requests.
+const herdOpenTimeout = 10 * time.Second
+
+// openHerd asks the server for a request region (a call over the SEND
+// path) and switches the client's requests to WRITEs into it.
+func (c *Client) openHerd() error {
+	ctx, cancel := context.WithTimeout(context.Background(), herdOpenTimeout)
+	defer cancel()
+	var req [8]byte
+	var resp [16]byte
+	binary.LittleEndian.PutUint32(req[:], uint32(c.cfg.Slots))
+	binary.LittleEndian.PutUint32(req[4:], uint32(c.cfg.MaxMessage))
+	m, err := c.Call(ctx, MethodHerdOpen, req[:], resp[:])
+	if err != nil {
+		return fmt.Errorf("rpc: opening HERD requests: %w", err)
+	}
+	if m != len(resp) {
+		return fmt.Errorf("rpc: opening HERD requests: a %d-byte answer: %w", m, verbs.ErrInvalidArg)
+	}
+	c.raddr = binary.LittleEndian.Uint64(resp[:])
+	c.rkey = binary.LittleEndian.Uint32(resp[8:])
+	c.stride = int(binary.LittleEndian.Uint32(resp[12:]))
+	if c.stride != herdStride(c.cfg.MaxMessage) {
+		return fmt.Errorf("rpc: opening HERD requests: slot stride %d, want %d: %w", c.stride, herdStride(c.cfg.MaxMessage), verbs.ErrInvalidArg)
+	}
+	for i := range c.wordSGL {
+		c.wordSGL[i] = verbs.SGE{Addr: c.mr.Addr() + uint64(c.wordBase+8*i), Length: 8, LKey: c.mr.LKey()}
+	}
+	c.herd = true
+	return nil
 }
 
 func (c *Client) recvSGE(i int) verbs.SGE {
@@ -139,11 +206,15 @@ func (c *Client) Call(ctx context.Context, method uint16, req, resp []byte) (int
 	putHeader(out, method, 0, uint32(slot)|gen<<16)
 	copy(out[Header:], req)
 	c.sgl[slot] = verbs.SGE{Addr: c.mr.Addr() + uint64((2*n+slot)*size), Length: uint32(Header + len(req)), LKey: c.mr.LKey()}
-	wr := verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpSend, SGL: c.sgl[slot : slot+1]}
+	signal := verbs.SendFlags(0)
 	if c.sent.Add(1)%16 == 0 {
-		wr.Flags |= verbs.FlagSignaled // selective signaling
+		signal = verbs.FlagSignaled // selective signaling
 	}
-	c.submit(wr)
+	if c.herd && method != MethodHerdOpen {
+		c.submitHerd(slot, Header+len(req), signal)
+	} else {
+		c.submit(verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpSend, Flags: signal, SGL: c.sgl[slot : slot+1]})
+	}
 	select {
 	case <-cl.done:
 		c.mu.Lock()
@@ -173,11 +244,34 @@ func (c *Client) Call(ctx context.Context, method uint16, req, resp []byte) (int
 	}
 }
 
+// submitHerd posts the request in slot's send buffer (length ln) as a
+// WRITE into the server's slot followed by the WRITE of the slot's
+// closing word.
+func (c *Client) submitHerd(slot, ln int, signal verbs.SendFlags) {
+	c.ctr[slot]++
+	if c.ctr[slot] == 0 {
+		c.ctr[slot] = 1 // 0 is the region's initial state
+	}
+	word := c.mr.Bytes()[c.wordBase+8*slot : c.wordBase+8*slot+8]
+	binary.LittleEndian.PutUint64(word, uint64(c.ctr[slot])<<32|uint64(ln))
+	dst := c.raddr + uint64(slot*c.stride)
+	msg := verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpWrite, SGL: c.sgl[slot : slot+1], RemoteAddr: dst, RKey: c.rkey}
+	end := verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpWrite, Flags: signal, SGL: c.wordSGL[slot : slot+1],
+		RemoteAddr: dst + uint64(c.stride-8), RKey: c.rkey}
+	if ln <= c.cfg.Inline {
+		msg.Flags |= verbs.FlagInline
+	}
+	if c.cfg.Inline >= 8 {
+		end.Flags |= verbs.FlagInline
+	}
+	c.submit(msg, end)
+}
+
 // submit queues wr and, unless another caller is posting, posts
 // everything queued as one list. A failed post fails the calls it carried.
-func (c *Client) submit(wr verbs.SendWR) {
+func (c *Client) submit(wrs ...verbs.SendWR) {
 	c.pmu.Lock()
-	c.pending = append(c.pending, wr)
+	c.pending = append(c.pending, wrs...)
 	if c.posting {
 		c.pmu.Unlock()
 		return

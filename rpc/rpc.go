@@ -1,15 +1,23 @@
-// Package rpc is two-sided RPC over verbs: a client calls typed methods
-// of a server over one RC connection, with pipelining, per-call contexts
-// and timeouts. A request is a SEND into one of the server connection's
-// posted receives and the response a SEND back; the server handles every
-// request completion of a poll in turn and answers them with one post
-// list (server-side batching).
+// Package rpc is RPC over verbs: a client calls typed methods of a server
+// over one RC connection, with pipelining, per-call contexts and
+// timeouts. A request is either a SEND into one of the server
+// connection's posted receives, or, HERD-style (ClientConfig.Herd), a
+// WRITE into the connection's request region, which the server polls.
+// The response is a SEND back. The server handles every request of a
+// pass in turn and answers them with one post list (server-side
+// batching).
+//
+// A response longer than the client's MaxMessage fails the client's
+// connection (its receive is too short, as in ibverbs); HERD connections
+// turn such a response into an ErrTooLarge error instead, since the
+// server knows the client's size.
 //
 // Wire format of a message (request or response), little-endian:
 //
 //	u16 method | u16 flags (bit 0: error response) | u32 call id | payload
 //
-// An error response carries the handler's error text as payload.
+// An error response carries the handler's error text as payload, cut to
+// MinMessage-Header bytes so that it fits any client's receives.
 package rpc
 
 import (
@@ -20,6 +28,10 @@ import (
 
 // Header is the size of a message header.
 const Header = 8
+
+// MinMessage is the smallest MaxMessage a client or server takes: room
+// for an error response, whose text is cut to MinMessage-Header bytes.
+const MinMessage = 64
 
 // DefaultMaxMessage is the largest message (header included) unless
 // configured otherwise.
@@ -61,4 +73,11 @@ func parseHeader(b []byte) (method, flags uint16, id uint32, ok bool) {
 		return 0, 0, 0, false
 	}
 	return binary.LittleEndian.Uint16(b), binary.LittleEndian.Uint16(b[2:]), binary.LittleEndian.Uint32(b[4:]), true
+}
+
+// errorResponse writes the error response to a call into out, returning
+// its length.
+func errorResponse(out []byte, method uint16, id uint32, err error) int {
+	putHeader(out, method, flagError, id)
+	return Header + copy(out[Header:MinMessage], err.Error())
 }

@@ -12,7 +12,7 @@ import (
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	// MaxMessage bounds requests and responses, header included (default
-	// DefaultMaxMessage).
+	// DefaultMaxMessage, at least MinMessage).
 	MaxMessage int
 	// Recvs is the number of receives a connection keeps posted (default
 	// 64); give it some headroom over the clients' Slots, since a receive
@@ -26,6 +26,9 @@ func (c *ServerConfig) defaults() {
 	if c.MaxMessage <= 0 {
 		c.MaxMessage = DefaultMaxMessage
 	}
+	if c.MaxMessage < MinMessage {
+		c.MaxMessage = MinMessage
+	}
 	if c.Recvs <= 0 {
 		c.Recvs = 64
 	}
@@ -34,8 +37,8 @@ func (c *ServerConfig) defaults() {
 	}
 }
 
-// Server dispatches calls to handlers. Serve (or ServeHerd) runs one
-// connection; a server serves any number at once.
+// Server dispatches calls to handlers. Serve runs one connection; a
+// server serves any number at once.
 type Server struct {
 	cfg      ServerConfig
 	mu       sync.RWMutex
@@ -79,17 +82,43 @@ func (s *Server) handle(msg, out []byte) int {
 		}
 	}
 	if err != nil {
-		putHeader(out, method, flagError, id)
-		return Header + copy(out[Header:], err.Error())
+		return errorResponse(out, method, id, err)
 	}
 	putHeader(out, method, 0, id)
 	return Header + n
 }
 
+// sendTag marks the wr_id of a SEND answering a SEND request.
+const sendTag = 1 << 32
+
+// open answers a client's MethodHerdOpen call into out (header
+// included): on success *herd holds the new request region.
+func (s *Server) open(pd verbs.PD, first bool, herd **herdRegion, method uint16, id uint32, req, out []byte) int {
+	var err error
+	m := 0
+	if !first {
+		err = fmt.Errorf("%w: HERD requests are already open on this connection", verbs.ErrInvalidArg)
+	} else {
+		var h *herdRegion
+		h, m, err = s.openHerd(pd, req, out[Header:])
+		if err == nil {
+			*herd = h
+		}
+	}
+	if err != nil {
+		return errorResponse(out, method, id, err)
+	}
+	putHeader(out, method, 0, id)
+	return Header + m
+}
+
 // Serve serves the SEND/RECV path of one connection: qp is connected (in
 // RTS), its send and receive completions go to cq, and pd registers the
 // connection's buffers. Every request completion of a poll is handled in
-// turn and their responses go out as one post list. Serve returns when
+// turn and their responses go out as one post list. A client may open
+// HERD requests on the connection (ClientConfig.Herd): Serve then also
+// polls the connection's request region, handling every new request of a
+// pass and answering them with the same post list. Serve returns when
 // ctx ends (nil) or the connection fails.
 func (s *Server) Serve(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) error {
 	n, size := s.cfg.Recvs, s.cfg.MaxMessage
@@ -111,13 +140,24 @@ func (s *Server) Serve(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.C
 	}
 	// Response i answers the request in receive i; receive i is posted
 	// again once response i's SEND has completed.
-	const sendTag = 1 << 32
 	sends := make([]verbs.SendWR, 0, n)
 	sgl := make([]verbs.SGE, n)
 	one := make([]verbs.RecvWR, 1)
 	wc := make([]verbs.WC, 64)
+	var herd *herdRegion // once the client opened HERD requests
+	defer func() {
+		if herd != nil {
+			herd.close()
+		}
+	}()
+	var idle idler
 	for {
-		k, err := verbs.PollWait(ctx, cq, wc, s.cfg.Poll)
+		var k int
+		if herd == nil {
+			k, err = verbs.PollWait(ctx, cq, wc, s.cfg.Poll)
+		} else {
+			k, err = cq.Poll(wc)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -133,6 +173,10 @@ func (s *Server) Serve(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.C
 				}
 				return fmt.Errorf("rpc: server connection: %v: %w", w.Opcode, w.Status.Err())
 			}
+			if w.ID&herdTag != 0 {
+				herd.busy[w.ID&^herdTag] = false
+				continue
+			}
 			if w.ID&sendTag != 0 {
 				slot := int(w.ID &^ sendTag)
 				one[0] = verbs.RecvWR{ID: uint64(slot), SGL: []verbs.SGE{recvSGE(slot)}}
@@ -147,7 +191,12 @@ func (s *Server) Serve(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.C
 			slot := int(w.ID)
 			req := buf[slot*size : slot*size+int(w.ByteLen)]
 			out := buf[(n+slot)*size : (n+slot+1)*size]
-			m := s.handle(req, out)
+			var m int
+			if method, _, id, ok := parseHeader(req); ok && method == MethodHerdOpen {
+				m = s.open(pd, herd == nil, &herd, method, id, req[Header:], out)
+			} else {
+				m = s.handle(req, out)
+			}
 			if m == 0 { // malformed: drop it, keep the receive
 				one[0] = verbs.RecvWR{ID: uint64(slot), SGL: []verbs.SGE{recvSGE(slot)}}
 				if err := qp.PostRecv(one); err != nil {
@@ -157,6 +206,17 @@ func (s *Server) Serve(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.C
 			}
 			sgl[slot] = verbs.SGE{Addr: mr.Addr() + uint64((n+slot)*size), Length: uint32(m), LKey: mr.LKey()}
 			sends = append(sends, verbs.SendWR{ID: sendTag | uint64(slot), Opcode: verbs.OpSend, Flags: verbs.FlagSignaled, SGL: sgl[slot : slot+1]})
+		}
+		if herd != nil {
+			var taken int
+			sends, taken = herd.scan(s, sends)
+			if k == 0 && taken == 0 {
+				if err := idle.wait(ctx); err != nil {
+					return nil
+				}
+			} else {
+				idle.reset()
+			}
 		}
 		if len(sends) > 0 {
 			if err := qp.PostSend(sends); err != nil {
