@@ -134,8 +134,8 @@ type idler struct {
 }
 
 const (
-	idleSpin  = 256
-	idleYield = 2048
+	idleSpin  = 16
+	idleYield = 128
 	idleMin   = 2 * time.Microsecond
 	idleMax   = 200 * time.Microsecond
 )
