@@ -12,8 +12,13 @@ import (
 // experiments: every request the node executes as a responder occupies
 // its one execution pipeline for Service, plus Miss when more than
 // WQECache requests are waiting for it (the RNIC's small WQE cache,
-// re-read over PCIe when it overflows). Off unless set with SetCost;
-// experiments that use it say so.
+// re-read over PCIe when it overflows). Requesters in this process
+// (loop) then have their requests executed asynchronously, by the QP's
+// drain goroutine, so that they pile up as on a NIC; such a request
+// waits from its post until its completion is polled (an unsignaled one
+// until the next polled completion of its QP). Requests from other
+// processes wait while they queue for the pipeline. Off unless set with
+// SetCost; experiments that use it say so.
 type CostModel struct {
 	Service  time.Duration
 	WQECache int
@@ -24,7 +29,10 @@ type CostModel struct {
 type costState struct {
 	model   CostModel
 	pipe    sync.Mutex
-	waiting atomic.Int64
+	waiting atomic.Int64 // requests at the pipeline
+	// outstanding counts requests of in-process requesters posted to the
+	// node whose completions are not yet polled.
+	outstanding atomic.Int64
 }
 
 // SetCost turns the cost model on (a zero model turns it off).
@@ -51,6 +59,9 @@ func (n *Node) charge() {
 		return
 	}
 	q := c.waiting.Add(1)
+	if o := c.outstanding.Load(); o > q {
+		q = o
+	}
 	c.pipe.Lock()
 	d := c.model.Service
 	if c.model.WQECache > 0 && int(q) > c.model.WQECache {

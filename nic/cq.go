@@ -138,6 +138,9 @@ func (c *CQ) Poll(wc []verbs.WC) (int, error) {
 			// Publish the freed send-queue slots only now and then (an
 			// atomic per completion is a fifth of a READ's cost);
 			// PostSend asks for the exact figure when it looks full.
+			if cs := q.cost.Load(); cs != nil {
+				cs.outstanding.Add(-int64(e.seq - q.polled))
+			}
 			q.polled = e.seq
 			if e.seq-q.reaped.Load() >= q.reapEvery {
 				q.reap(e.seq)

@@ -63,6 +63,14 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 			q.enqueue(wr, seq, 0) // goes out with transmitLocked, which stamps it
 			continue
 		}
+		costed := false
+		if q.destNode != nil && q.typ == verbs.RC {
+			if cs := q.destNode.cost.Load(); cs != nil {
+				q.cost.Store(cs)
+				cs.outstanding.Add(1)
+				costed = true
+			}
+		}
 		if q.typ == verbs.UD {
 			if l := wr.AH.(*AH).link; l != nil {
 				q.sendDatagram(wr, seq, l)
@@ -74,7 +82,9 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 			continue
 		}
 		r := q.route(wr)
-		if q.sq.len() > 0 || r.State != PathUp || r.Delay > 0 {
+		if q.sq.len() > 0 || r.State != PathUp || r.Delay > 0 || costed {
+			// A node with a cost model serves requests as a NIC would:
+			// later, on its own pipeline, while the poster goes on.
 			q.deferLocked(wr, seq, 2*r.Delay)
 			continue
 		}

@@ -38,6 +38,9 @@ type QP struct {
 	mu          sync.Mutex // send side, attributes and the deferred queue
 	dest        Target
 	destNode    *Node      // dest when it is in this process
+	// cost is destNode's cost model when it has one: requests posted to
+	// it count as waiting for it until their completions are polled.
+	cost atomic.Pointer[costState]
 	destLink    Link       // dest when it is in another process
 	direct      DirectLink // destLink, when its memory is mapped here
 	destQPN     uint32
