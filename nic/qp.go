@@ -35,12 +35,12 @@ type QP struct {
 	access atomic.Uint32
 	qkey   atomic.Uint32
 
-	mu          sync.Mutex // send side, attributes and the deferred queue
-	dest        Target
-	destNode    *Node      // dest when it is in this process
+	mu       sync.Mutex // send side, attributes and the deferred queue
+	dest     Target
+	destNode *Node // dest when it is in this process
 	// cost is destNode's cost model when it has one: requests posted to
 	// it count as waiting for it until their completions are polled.
-	cost atomic.Pointer[costState]
+	cost        atomic.Pointer[costState]
 	destLink    Link       // dest when it is in another process
 	direct      DirectLink // destLink, when its memory is mapped here
 	destQPN     uint32

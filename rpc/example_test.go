@@ -39,8 +39,9 @@ func Example() {
 		return len(req), nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go srv.Serve(ctx, spd, sqp, scq)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, spd, sqp, scq) }()
+	defer func() { cancel(); <-served }() // stop the server before the devices close
 
 	c, err := rpc.NewClient(cpd, cqp, ccq, rpc.ClientConfig{Herd: true, Inline: verbs.DefaultMaxInlineData})
 	if err != nil {

@@ -93,9 +93,13 @@ const herdTag = 2 << 32
 
 // scan takes every new request of the region, handles it and appends its
 // answer to sends, returning how many it took (server-side batching: the
-// caller posts them all as one list).
-func (h *herdRegion) scan(s *Server, sends []verbs.SendWR) ([]verbs.SendWR, int) {
+// caller posts them all as one list). It fails with verbs.ErrClosed once
+// the regions are gone (the device was closed under the server).
+func (h *herdRegion) scan(s *Server, sends []verbs.SendWR) ([]verbs.SendWR, int, error) {
 	buf, out := h.req.Bytes(), h.resp.Bytes()
+	if len(buf) < h.slots*h.stride || len(out) < h.slots*h.size {
+		return sends, 0, fmt.Errorf("rpc: HERD request region: %w", verbs.ErrClosed)
+	}
 	taken := 0
 	for i := 0; i < h.slots; i++ {
 		if h.busy[i] {
@@ -122,7 +126,7 @@ func (h *herdRegion) scan(s *Server, sends []verbs.SendWR) ([]verbs.SendWR, int)
 		h.sgl[i] = verbs.SGE{Addr: h.resp.Addr() + uint64(i*h.size), Length: uint32(m), LKey: h.resp.LKey()}
 		sends = append(sends, verbs.SendWR{ID: herdTag | uint64(i), Opcode: verbs.OpSend, Flags: verbs.FlagSignaled, SGL: h.sgl[i : i+1]})
 	}
-	return sends, taken
+	return sends, taken, nil
 }
 
 // idler paces a loop that polls memory: it spins, then yields, then

@@ -168,8 +168,10 @@ func TestHerdRegion(t *testing.T) {
 	var ran atomic.Int64
 	srv.Handle(7, func(req, resp []byte) (int, error) { ran.Add(1); return 0, nil })
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	served := make(chan struct{})
+	defer func() { cancel(); <-served }() // before the devices close
 	go func() {
+		defer close(served)
 		if err := srv.Serve(ctx, sv.pd, sv.qp, sv.cq); err != nil {
 			t.Errorf("Serve: %v", err)
 		}

@@ -118,7 +118,8 @@ func (s *Server) open(pd verbs.PD, first bool, herd **herdRegion, method uint16,
 // turn and their responses go out as one post list. A client may open
 // HERD requests on the connection (ClientConfig.Herd): Serve then also
 // polls the connection's request region, handling every new request of a
-// pass and answering them with the same post list. Serve returns when
+// pass and answering them with the same post list. Stop Serve (end ctx
+// and wait for it to return) before closing the device. Serve returns when
 // ctx ends (nil) or the connection fails.
 func (s *Server) Serve(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) error {
 	n, size := s.cfg.Recvs, s.cfg.MaxMessage
@@ -209,7 +210,13 @@ func (s *Server) Serve(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.C
 		}
 		if herd != nil {
 			var taken int
-			sends, taken = herd.scan(s, sends)
+			sends, taken, err = herd.scan(s, sends)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
 			if k == 0 && taken == 0 {
 				if err := idle.wait(ctx); err != nil {
 					return nil
