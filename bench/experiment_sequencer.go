@@ -43,7 +43,7 @@ var seqPoll = verbs.PollEvent
 func runSequencer(ctx context.Context, env *Env) (*Result, error) {
 	point := env.PointDuration(time.Second, 100*time.Millisecond)
 	r := &Result{Name: "sequencer", Title: "networked sequencers vs Redis INCR and memcached incr", Columns: sequencerColumns}
-	bar := env.Progress(8, 8*point, "sequencer")
+	bar := env.Progress(9, 9*point, "sequencer")
 	defer bar.Finish()
 	var redis float64
 	if srv, err := peers.StartRedis(ctx); err != nil {
@@ -78,7 +78,7 @@ func runSequencer(ctx context.Context, env *Env) (*Result, error) {
 	for _, d := range []struct {
 		name string
 		n    int
-	}{{"rdmakit FAA (one-sided)", 1}, {"rdmakit RPC", 1}, {"rdmakit RPC, batched", 16},
+	}{{"rdmakit FAA (one-sided)", 1}, {"rdmakit FAA, pipelined", 1}, {"rdmakit RPC", 1}, {"rdmakit RPC, batched", 16},
 		{"rdmakit HERD RPC", 1}, {"rdmakit HERD RPC, batched", 16}, {"rdmakit header-only", 1}} {
 		rate, reqs, err := runSeqDesign(ctx, d.name, d.n, point)
 		if err != nil {
@@ -90,7 +90,7 @@ func runSequencer(ctx context.Context, env *Env) (*Result, error) {
 	r.Meta.Transport = "tcp"
 	r.Notes = append(r.Notes,
 		fmt.Sprintf("Every system serves %d connections, each keeping %d requests in flight, over 127.0.0.1. Redis and memcached run in their own processes; the rdmakit servers run in this process on tcp devices (their soft NIC and, for RPC and header-only, a serving goroutine per connection).", seqConns, seqPipeline),
-		"FAA: a FETCH_AND_ADD on a counter in the server's memory per request, no server CPU. RPC: a SEND/RECV call, the server takes the numbers with one atomic add per call; batched asks 16 numbers per call. HERD RPC: the same call with the request WRITten (inline) into a region the server polls, the answer a SEND. header-only: a SEND_WITH_IMM of 0 bytes with the guessed high bits, answered with the low 32 bits.",
+		"FAA: a FETCH_AND_ADD on a counter in the server's memory per request, no server CPU; the plain rows have 16 goroutines per connection each calling Next, pipelined has one caller per connection posting 16 FETCH_AND_ADDs as one list and waiting for all (the way the Redis and memcached clients here pipeline: 16 commands per write). RPC: a SEND/RECV call, the server takes the numbers with one atomic add per call; batched asks 16 numbers per call. HERD RPC: the same call with the request WRITten (inline) into a region the server polls, the answer a SEND. header-only: a SEND_WITH_IMM of 0 bytes with the guessed high bits, answered with the low 32 bits.",
 		"rate is numbers handed out per second, requests requests per second; every number rdmakit handed out is checked unique and gap-free (seq.Check). vs_redis divides rate by Redis INCR's.",
 		fmt.Sprintf("Each point ran %v. rdmakit's pollers wait with the %v policy; the HERD server polls its request regions, spinning briefly, then yielding, then sleeping up to 200 µs.", point, seqPoll),
 	)
@@ -179,7 +179,7 @@ func runSeqDesign(ctx context.Context, design string, n int, d time.Duration) (r
 			counter = s
 		}
 		switch design {
-		case "rdmakit FAA (one-sided)":
+		case "rdmakit FAA (one-sided)", "rdmakit FAA, pipelined":
 			f, err := seq.NewFAA(c.qp, c.cq, c.mr, counter.mr.Addr(), counter.mr.RKey(), seqPipeline, seqPoll)
 			if err != nil {
 				return 0, 0, err
@@ -224,7 +224,34 @@ func runSeqDesign(ctx context.Context, design string, n int, d time.Duration) (r
 	var once sync.Once
 	deadline := time.Now().Add(d)
 	start := time.Now()
+	record := func(fs []uint64) {
+		mu.Lock()
+		firsts = append(firsts, fs...)
+		for range fs {
+			lens = append(lens, n)
+		}
+		mu.Unlock()
+	}
 	for _, s := range seqs {
+		if f, ok := s.(*seq.FAA); ok && design == "rdmakit FAA, pipelined" {
+			// One caller per connection, seqPipeline requests per post
+			// list, in lockstep: the Redis client's pipelining.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var fs []uint64
+				out := make([]uint64, seqPipeline)
+				for time.Now().Before(deadline) {
+					if err := f.NextPipelined(ctx, n, out); err != nil {
+						once.Do(func() { firstErr = err })
+						return
+					}
+					fs = append(fs, out...)
+				}
+				record(fs)
+			}()
+			continue
+		}
 		for k := 0; k < seqPipeline; k++ {
 			wg.Add(1)
 			go func(s seq.Sequencer) {
@@ -238,12 +265,7 @@ func runSeqDesign(ctx context.Context, design string, n int, d time.Duration) (r
 					}
 					fs = append(fs, v)
 				}
-				mu.Lock()
-				firsts = append(firsts, fs...)
-				for range fs {
-					lens = append(lens, n)
-				}
-				mu.Unlock()
+				record(fs)
 			}(s)
 		}
 	}

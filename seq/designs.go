@@ -33,13 +33,24 @@ type FAA struct {
 	done  chan struct{}
 }
 
+// faaReq is a call's requests: len(firsts) FETCH_AND_ADDs of n (one for
+// Next). The driver fills firsts and answers on out once all are done.
 type faaReq struct {
-	n   uint64
-	out chan faaResult
+	n      uint64
+	firsts []uint64
+	posted int // requests posted so far
+	left   int // requests not yet completed
+	err    error
+	out    chan faaResult
+}
+
+// faaRef is one posted request: its call and index there.
+type faaRef struct {
+	r *faaReq
+	i int
 }
 
 type faaResult struct {
-	v   uint64
 	err error
 }
 
@@ -56,21 +67,34 @@ func NewFAA(qp verbs.QP, cq verbs.CQ, buf verbs.MR, addr uint64, rkey uint32, sl
 
 // Next implements Sequencer with one FETCH_AND_ADD of n.
 func (f *FAA) Next(ctx context.Context, n int) (uint64, error) {
-	r := &faaReq{n: uint64(n), out: make(chan faaResult, 1)}
+	var first [1]uint64
+	err := f.NextPipelined(ctx, n, first[:])
+	return first[0], err
+}
+
+// NextPipelined takes len(firsts) blocks of n numbers with as many
+// FETCH_AND_ADDs posted together (a pipeline, as a Redis client sends
+// several commands in one write) and stores each block's first number in
+// firsts. On error the blocks already taken are lost.
+func (f *FAA) NextPipelined(ctx context.Context, n int, firsts []uint64) error {
+	if n <= 0 || len(firsts) == 0 {
+		return fmt.Errorf("%w: %d blocks of %d numbers", verbs.ErrInvalidArg, len(firsts), n)
+	}
+	r := &faaReq{n: uint64(n), firsts: firsts, left: len(firsts), out: make(chan faaResult, 1)}
 	select {
 	case f.reqs <- r:
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return ctx.Err()
 	case <-f.done:
-		return 0, ErrClosed
+		return ErrClosed
 	}
 	select {
 	case res := <-r.out:
-		return res.v, res.err
+		return res.err
 	case <-ctx.Done():
-		return 0, ctx.Err() // the number is consumed; the block is lost
+		return ctx.Err() // the numbers are consumed; the blocks are lost
 	case <-f.done:
-		return 0, ErrClosed
+		return ErrClosed
 	}
 }
 
@@ -91,7 +115,7 @@ var ErrClosed = errors.New("seq: closed")
 // drive posts waiting requests as lists and completes them.
 func (f *FAA) drive() {
 	defer close(f.done)
-	inflight := make([]*faaReq, f.slots)
+	inflight := make([]faaRef, f.slots)
 	var free []int
 	for i := f.slots - 1; i >= 0; i-- {
 		free = append(free, i)
@@ -100,42 +124,53 @@ func (f *FAA) drive() {
 	sgl := make([]verbs.SGE, f.slots)
 	wc := make([]verbs.WC, f.slots)
 	outstanding, idle := 0, 0
+	var next *faaReq // a call whose requests are not all posted yet
 	fail := func(err error) {
-		for i, r := range inflight {
-			if r != nil {
-				r.out <- faaResult{err: err}
-				inflight[i] = nil
+		for i, ref := range inflight {
+			if ref.r != nil && ref.r.left > 0 {
+				ref.r.left = 0
+				ref.r.out <- faaResult{err: err}
 			}
+			inflight[i] = faaRef{}
+		}
+		if next != nil && next.left > 0 { // some of its requests never went out
+			next.left = 0
+			next.out <- faaResult{err: err}
 		}
 	}
 	for {
 		// Gather what waits (block only when nothing is in flight).
 		wrs = wrs[:0]
 		for len(free) > 0 {
-			var r *faaReq
-			if outstanding == 0 && len(wrs) == 0 {
-				select {
-				case r = <-f.reqs:
-				case <-f.stop:
-					return
+			if next == nil {
+				if outstanding == 0 && len(wrs) == 0 {
+					select {
+					case next = <-f.reqs:
+					case <-f.stop:
+						return
+					}
+				} else {
+					select {
+					case next = <-f.reqs:
+					default:
+					}
 				}
-			} else {
-				select {
-				case r = <-f.reqs:
-				default:
+				if next == nil {
+					break
 				}
-			}
-			if r == nil {
-				break
 			}
 			slot := free[len(free)-1]
 			free = free[:len(free)-1]
-			inflight[slot] = r
+			inflight[slot] = faaRef{next, next.posted}
 			sgl[slot] = verbs.SGE{Addr: f.buf.Addr() + uint64(8*slot), Length: 8, LKey: f.buf.LKey()}
 			w := verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpAtomicFetchAndAdd, Flags: verbs.FlagSignaled,
 				SGL: sgl[slot : slot+1], RemoteAddr: f.addr, RKey: f.rkey}
-			w.Atomic.Swap[0] = r.n
+			w.Atomic.Swap[0] = next.n
 			wrs = append(wrs, w)
+			next.posted++
+			if next.posted == len(next.firsts) {
+				next = nil
+			}
 		}
 		if len(wrs) > 0 {
 			if err := f.qp.PostSend(wrs); err != nil {
@@ -164,15 +199,22 @@ func (f *FAA) drive() {
 		}
 		for i := 0; i < n; i++ {
 			slot := int(wc[i].ID)
-			r := inflight[slot]
-			inflight[slot] = nil
+			ref := inflight[slot]
+			inflight[slot] = faaRef{}
 			free = append(free, slot)
 			outstanding--
+			r := ref.r
 			if wc[i].Status != verbs.StatusSuccess {
-				r.out <- faaResult{err: wc[i].Status.Err()}
-				continue
+				if r.err == nil {
+					r.err = wc[i].Status.Err()
+				}
+			} else {
+				r.firsts[ref.i] = binary.NativeEndian.Uint64(f.buf.Bytes()[8*slot:])
 			}
-			r.out <- faaResult{v: binary.NativeEndian.Uint64(f.buf.Bytes()[8*slot:])}
+			r.left--
+			if r.left == 0 {
+				r.out <- faaResult{err: r.err}
+			}
 		}
 		if err != nil {
 			fail(err)

@@ -115,6 +115,54 @@ func TestFAA(t *testing.T) {
 	}
 }
 
+// TestFAAPipelined mixes pipelines longer than the slots (posted in
+// parts) with single calls, and checks the numbers.
+func TestFAAPipelined(t *testing.T) {
+	c, s := connected(t)
+	f, err := seq.NewFAA(c.qp, c.cq, c.mr, s.mr.Addr(), s.mr.RKey(), 16, verbs.PollAdaptive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	if err := f.NextPipelined(ctx, 1, nil); !errors.Is(err, verbs.ErrInvalidArg) {
+		t.Errorf("an empty pipeline: %v", err)
+	}
+	var mu sync.Mutex
+	var firsts []uint64
+	var lens []int
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			out := make([]uint64, 24)
+			for i := 0; i < 50; i++ {
+				k, n := len(out), 3
+				if g == 0 {
+					k, n = 1, 1
+				}
+				if err := f.NextPipelined(ctx, n, out[:k]); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, v := range out[:k] {
+					firsts, lens = append(firsts, v), append(lens, n)
+				}
+				mu.Unlock()
+			}
+		}(g)
+	}
+	wg.Wait()
+	if start, err := seq.Check(firsts, lens); err != nil || start != 0 {
+		t.Fatalf("numbers from %d: %v", start, err)
+	}
+	if len(firsts) != 50+3*50*24 {
+		t.Errorf("%d blocks, want %d", len(firsts), 50+3*50*24)
+	}
+}
+
 func TestRPCSequencer(t *testing.T) {
 	c, s := connected(t)
 	srv := rpc.NewServer(rpc.ServerConfig{})
