@@ -3,6 +3,7 @@ module github.com/rdmakit/rdmakit
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/pingcap/go-ycsb v1.0.1
 	github.com/prometheus/client_golang v1.23.2
 	github.com/schollz/progressbar/v3 v3.19.1

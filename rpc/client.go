@@ -30,7 +30,18 @@ type ClientConfig struct {
 	// included) inline; it must not exceed the QP's MaxInlineData. 0
 	// posts them from the client's registered buffers.
 	Inline int
+	// Foreign receives, on the client's poller goroutine, the successful
+	// completions of requests the caller posts on the same QP itself
+	// (one-sided READs, say), whose wr_id must have bit 63 (ForeignID)
+	// set, and their StatusSkipped completions (a CONDITIONAL request
+	// that did not run). Any other error completion fails the
+	// connection, and with it every call and foreign request in flight.
+	Foreign func(wc *verbs.WC)
 }
+
+// ForeignID is the wr_id bit of requests the caller posts itself on a
+// client's QP (ClientConfig.Foreign).
+const ForeignID = 1 << 63
 
 func (c *ClientConfig) defaults() {
 	if c.MaxMessage <= 0 {
@@ -315,11 +326,18 @@ func (c *Client) poll(ctx context.Context) {
 		}
 		for i := 0; i < k; i++ {
 			w := &wc[i]
+			if w.Status == verbs.StatusSkipped && w.ID&ForeignID != 0 && c.cfg.Foreign != nil {
+				c.cfg.Foreign(w) // a chained request that did not run: not an error
+				continue
+			}
 			if w.Status != verbs.StatusSuccess {
 				c.err = fmt.Errorf("rpc: client connection: %v: %w", w.Opcode, w.Status.Err())
 				return
 			}
 			if w.Opcode != verbs.WCRecv {
+				if w.ID&ForeignID != 0 && c.cfg.Foreign != nil {
+					c.cfg.Foreign(w)
+				}
 				continue
 			}
 			j := int(w.ID)
@@ -366,6 +384,21 @@ func (c *Client) deliver(msg []byte) {
 	select {
 	case cl.done <- struct{}{}:
 	default:
+	}
+}
+
+// Done is closed once the client's poller has stopped: after Close or a
+// failed connection (Err says why).
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err is why the poller stopped: nil while it runs, context.Canceled
+// after Close, the connection's error after a failure.
+func (c *Client) Err() error {
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
 	}
 }
 

@@ -1,0 +1,125 @@
+// Package remote runs a store client's one-sided requests on the QP of
+// its rpc.Client: each request list gets a slot (a registered buffer and
+// a wr_id), and its completion, delivered by the rpc client's poller
+// through Complete, wakes the caller.
+package remote
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rdmakit/rdmakit/rpc"
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// Ops is a pool of slots for one-sided request lists. Safe for concurrent
+// use.
+type Ops struct {
+	qp    verbs.QP
+	mr    verbs.MR
+	size  int
+	free  chan int
+	slots []chan verbs.WC
+	done  <-chan struct{}
+	cause func() error
+}
+
+// New registers slots buffers of size bytes in pd for requests on qp.
+// done closes and cause explains when the connection is gone (an
+// rpc.Client's Done and Err).
+func New(pd verbs.PD, qp verbs.QP, slots, size int, done <-chan struct{}, cause func() error) (*Ops, error) {
+	mr, err := pd.AllocMR(slots*size, verbs.AccessLocalWrite)
+	if err != nil {
+		return nil, err
+	}
+	o := &Ops{qp: qp, mr: mr, size: size, free: make(chan int, slots), slots: make([]chan verbs.WC, slots), done: done, cause: cause}
+	for i := range o.slots {
+		o.slots[i] = make(chan verbs.WC, 1)
+		o.free <- i
+	}
+	return o, nil
+}
+
+// Complete takes a completion of a request posted through Post (the
+// rpc.ClientConfig.Foreign hook).
+func (o *Ops) Complete(wc *verbs.WC) {
+	i := int(wc.ID &^ rpc.ForeignID)
+	if i < len(o.slots) {
+		select {
+		case o.slots[i] <- *wc:
+		default:
+		}
+	}
+}
+
+// Slot is one request list's buffer and identity.
+type Slot struct {
+	o   *Ops
+	i   int
+	Buf []byte // the slot's registered bytes
+}
+
+// SGE describes n bytes of the slot's buffer from off.
+func (s Slot) SGE(off, n int) verbs.SGE {
+	return verbs.SGE{Addr: s.o.mr.Addr() + uint64(s.i*s.o.size+off), Length: uint32(n), LKey: s.o.mr.LKey()}
+}
+
+// ID is the wr_id the slot's requests carry.
+func (s Slot) ID() uint64 { return rpc.ForeignID | uint64(s.i) }
+
+// Acquire takes a free slot, waiting while all are in use.
+func (o *Ops) Acquire(ctx context.Context) (Slot, error) {
+	select {
+	case i := <-o.free:
+		return Slot{o: o, i: i, Buf: o.mr.Bytes()[i*o.size : (i+1)*o.size]}, nil
+	case <-ctx.Done():
+		return Slot{}, ctx.Err()
+	case <-o.done:
+		return Slot{}, o.gone()
+	}
+}
+
+// Release returns a slot whose last request list has completed.
+func (o *Ops) Release(s Slot) { o.free <- s.i }
+
+// ErrConnection marks a failed connection.
+var ErrConnection = fmt.Errorf("remote: connection failed")
+
+func (o *Ops) gone() error {
+	if err := o.cause(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConnection, err)
+	}
+	return ErrConnection
+}
+
+// Do posts wrs (their IDs are set to the slot's; exactly one must be
+// signaled, normally the last) and waits for that completion. When ctx
+// ends first, the slot is released only once the completion arrives, and
+// Do returns ctx's error: the caller must not use the slot any more.
+func (o *Ops) Do(ctx context.Context, s Slot, wrs []verbs.SendWR) (verbs.WC, error) {
+	for i := range wrs {
+		wrs[i].ID = s.ID()
+	}
+	if err := o.qp.PostSend(wrs); err != nil {
+		return verbs.WC{}, fmt.Errorf("%w: %w", ErrConnection, err)
+	}
+	ch := o.slots[s.i]
+	select {
+	case wc := <-ch:
+		return wc, nil
+	case <-o.done:
+		return verbs.WC{}, o.gone()
+	case <-ctx.Done():
+		go func() {
+			select {
+			case <-ch:
+				o.free <- s.i
+			case <-o.done:
+			}
+		}()
+		return verbs.WC{}, ctx.Err()
+	}
+}
+
+// Close deregisters the buffers; call it once the connection is closed.
+func (o *Ops) Close() error { return o.mr.Deregister() }

@@ -1,0 +1,94 @@
+package kvtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// Bed is a node device and a client device on one transport, for tests:
+// "loop" (the devices are nodes "node" and "client" of the loop fabric
+// named Fabric) or "tcp".
+type Bed struct {
+	Fabric  string
+	Node    verbs.Device // the store's node
+	NodePD  verbs.PD
+	Dev     verbs.Device // the clients'
+	PD      verbs.PD
+	ctx     context.Context
+	cancel  context.CancelFunc
+	serving sync.WaitGroup
+}
+
+var beds atomic.Int64
+
+// NewBed opens the two devices; the test's cleanup stops the serving
+// goroutines, then closes them.
+func NewBed(t testing.TB, scheme string) *Bed {
+	t.Helper()
+	b := &Bed{Fabric: fmt.Sprintf("kvtest-%d", beds.Add(1))}
+	open := func(name string) (verbs.Device, verbs.PD) {
+		uri := "loop://" + b.Fabric + "/" + name
+		if scheme == "tcp" {
+			uri = "tcp://127.0.0.1:0"
+		}
+		d, err := verbs.Open(uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pd, err := d.AllocPD()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d, pd
+	}
+	b.Node, b.NodePD = open("node")
+	b.Dev, b.PD = open("client")
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		b.cancel()
+		b.serving.Wait()
+		b.Dev.Close()
+		b.Node.Close()
+	})
+	return b
+}
+
+// Connect makes one RC connection from the client device to the node:
+// serve runs the node's end (until the test ends) and the client's QP
+// and CQ are returned, sized for sendWRs and recvWRs.
+func (b *Bed) Connect(t testing.TB, sendWRs, recvWRs int, serve func(ctx context.Context, qp verbs.QP, cq verbs.CQ) error) (verbs.QP, verbs.CQ) {
+	t.Helper()
+	mk := func(d verbs.Device, pd verbs.PD) (verbs.QP, verbs.CQ) {
+		cq, err := d.CreateCQ(4 * (sendWRs + recvWRs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq,
+			Cap: verbs.QPCap{MaxSendWR: sendWRs, MaxRecvWR: recvWRs, MaxInlineData: verbs.DefaultMaxInlineData}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return qp, cq
+	}
+	cqp, ccq := mk(b.Dev, b.PD)
+	sqp, scq := mk(b.Node, b.NodePD)
+	if err := verbs.ConnectRC(cqp, verbs.AccessAll, b.Node.Address(), sqp.QPN()); err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.ConnectRC(sqp, verbs.AccessAll, b.Dev.Address(), cqp.QPN()); err != nil {
+		t.Fatal(err)
+	}
+	b.serving.Add(1)
+	go func() {
+		defer b.serving.Done()
+		if err := serve(b.ctx, sqp, scq); err != nil && b.ctx.Err() == nil {
+			t.Errorf("serving a connection: %v", err)
+		}
+	}()
+	return cqp, ccq
+}
