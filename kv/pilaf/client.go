@@ -137,7 +137,7 @@ func (c *Client) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 				c.ops.Release(s)
 				return dst, kv.ErrNotFound
 			}
-			if e.tombstone() || e.fp() != fp || e.length < extentHead || int(e.length) > slotSize-window*entrySize {
+			if e.tombstone() || !e.valid() || e.fp() != fp || e.length < extentHead || int(e.length) > slotSize-window*entrySize {
 				seen++
 				continue
 			}
