@@ -38,6 +38,9 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 		}
 		st, q.result = respondAllocate(dq, wr.RKey, wr.Queue, wr.Flags, wr.RedirectAddr, q.lbuf[:nbuf], total)
 		q.releaseLocal(nref)
+		if st == verbs.StatusRemOpErr { // an empty free list: NAKed like a SEND without a receive
+			return st, 0, true
+		}
 		return st, uint32(total), false
 	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
 		if wr.Flags&verbs.FlagIndirectArg != 0 {

@@ -91,7 +91,7 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 		st, n, rnr := q.execute(wr, nil)
 		if rnr {
 			if q.rnrRetry == 0 {
-				q.completeLocked(wr, seq, verbs.StatusRNRRetryExcErr, 0)
+				q.completeLocked(wr, seq, rnrExhausted(wr.Opcode), 0)
 				continue
 			}
 			e := q.deferLocked(wr, seq, q.minRNR)
@@ -231,7 +231,7 @@ func (q *QP) attempt(e *sqEntry, t time.Duration) (verbs.Status, uint32, bool) {
 		return st, n, true
 	}
 	if e.rnrLeft == 0 {
-		return verbs.StatusRNRRetryExcErr, 0, true
+		return rnrExhausted(e.wr.Opcode), 0, true
 	}
 	if e.rnrLeft > 0 {
 		e.rnrLeft--
@@ -255,4 +255,14 @@ func (q *QP) completeLocked(wr *verbs.SendWR, seq uint64, st verbs.Status, n uin
 	if (!ok || (st != verbs.StatusSuccess && st != verbs.StatusSkipped)) && q.State() != verbs.StateError {
 		q.errorLocked()
 	}
+}
+
+// rnrExhausted is the status of a request whose RNR retries ran out: an
+// ALLOCATE that kept finding its free list empty fails with REM_OP_ERR, a
+// SEND that kept finding no receive with RNR_RETRY_EXC_ERR.
+func rnrExhausted(op verbs.Opcode) verbs.Status {
+	if op == verbs.OpAllocate {
+		return verbs.StatusRemOpErr
+	}
+	return verbs.StatusRNRRetryExcErr
 }

@@ -197,7 +197,7 @@ func (q *QP) responseLocked(r *Response) {
 		if e.rnrLeft == 0 {
 			wr, seq := e.wr, e.seq
 			q.sq.pop()
-			q.completeLocked(&wr, seq, verbs.StatusRNRRetryExcErr, 0)
+			q.completeLocked(&wr, seq, rnrExhausted(wr.Opcode), 0)
 			return
 		}
 		if e.rnrLeft > 0 {

@@ -162,7 +162,7 @@ func (s *Session) execute(r *Request, src source, resp *Response) (verbs.Status,
 			binary.NativeEndian.PutUint64(s.word[:8], addr)
 			resp.Data = s.word[:8]
 		}
-		return st, false
+		return st, st == verbs.StatusRemOpErr // an empty free list: RNR, as for a SEND
 	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
 		if r.Flags&verbs.FlagIndirectArg != 0 && r.Opcode == verbs.OpWrite {
 			return argWrite(dq, r.RKey, r.RemoteAddr, uint64(r.Length), r.Flags, r.ArgAddr), false

@@ -18,6 +18,14 @@ type PoolConfig struct {
 	// Stock is how many free buffers the pool keeps posted per class while
 	// it has room (default 64).
 	Stock int
+	// StockBytes, when set, raises each class's stock to StockBytes
+	// divided by the class's buffer size: thousands of small buffers, a
+	// few large ones, for the same memory.
+	StockBytes int
+	// Offset is where the pool's buffers start in the region: the bytes
+	// before it are the caller's (slots, tables), in the same region so
+	// that indirect operations can follow pointers from them.
+	Offset uint64
 }
 
 // ErrPoolFull is returned when the region has no room for more buffers of
@@ -32,9 +40,11 @@ type Pool struct {
 	min     uint32
 	classes int
 	stock   int
+	stockB  int
 
 	mu      sync.Mutex
 	carve   uint64     // offset of the region's first never-used byte
+	base    uint64     // offset of the pool's first byte
 	pending [][]uint64 // returned buffers per class, awaiting quiescence
 	stats   PoolStats
 }
@@ -66,7 +76,10 @@ func NewPool(mr verbs.MR, c PoolConfig) (*Pool, error) {
 		return nil, fmt.Errorf("%w: size classes %d…%d must be powers of two from 8 up", verbs.ErrInvalidArg, c.MinSize, c.MaxSize)
 	}
 	n := bits.Len32(c.MaxSize) - bits.Len32(c.MinSize) + 1
-	p := &Pool{mr: mr, fl: fl, min: c.MinSize, classes: n, stock: c.Stock, pending: make([][]uint64, n)}
+	if c.Offset > uint64(mr.Len()) {
+		return nil, fmt.Errorf("%w: pool offset %d past the %d-byte region", verbs.ErrInvalidArg, c.Offset, mr.Len())
+	}
+	p := &Pool{mr: mr, fl: fl, min: c.MinSize, classes: n, stock: c.Stock, pending: make([][]uint64, n), carve: c.Offset, base: c.Offset, stockB: c.StockBytes}
 	for k := 0; k < n; k++ {
 		if err := p.restock(k); err != nil && !errors.Is(err, ErrPoolFull) {
 			return nil, err
@@ -101,7 +114,7 @@ func (p *Pool) restock(k int) error {
 
 func (p *Pool) restockLocked(k int) error {
 	size := uint64(p.min) << k
-	missing := p.stock - p.fl.FreeLen(uint32(k))
+	missing := max(p.stock, p.stockB/int(size)) - p.fl.FreeLen(uint32(k))
 	var addrs []uint64
 	for ; missing > 0; missing-- {
 		off := (p.carve + size - 1) / size * size // aligned to its size
@@ -133,7 +146,7 @@ func (p *Pool) Free(queue uint32, addrs ...uint64) error {
 	}
 	size := uint64(p.Size(queue))
 	for _, a := range addrs {
-		if a < p.mr.Addr() || a+size > p.mr.Addr()+uint64(p.mr.Len()) || (a-p.mr.Addr())%size != 0 {
+		if a < p.mr.Addr()+p.base || a+size > p.mr.Addr()+uint64(p.mr.Len()) || (a-p.mr.Addr())%size != 0 {
 			return fmt.Errorf("%w: %#x is not a %d-byte buffer of the pool", verbs.ErrInvalidArg, a, size)
 		}
 	}
@@ -176,6 +189,32 @@ func (p *Pool) Reclaim() (int, error) {
 		}
 	}
 	return n, err
+}
+
+// Restock tops every class's free list up to the stock level without
+// waiting for quiescence (no recycled buffers): cheap enough to call
+// often. It reports ErrPoolFull when the region has no room left.
+func (p *Pool) Restock() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var err error
+	for k := 0; k < p.classes; k++ {
+		if e := p.restockLocked(k); e != nil && err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// Pending is how many freed buffers wait for the next Reclaim.
+func (p *Pool) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, b := range p.pending {
+		n += len(b)
+	}
+	return n
 }
 
 // Stats returns the pool's counters.

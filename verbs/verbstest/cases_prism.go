@@ -1,6 +1,8 @@
 package verbstest
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/rdmakit/rdmakit/verbs"
@@ -425,6 +427,23 @@ func allocateCases() []Case {
 			}
 			expect(t, pr.qa, pr.a.cq, verbs.StatusRemOpErr, alloc(3, pr.mb, 3, sg(pr.ma, 0, 20)))
 			waitState(t, pr.qa, verbs.StateError)
+		}),
+		parallel("AllocateWaitsForBuffers", func(t *testing.T, p Provider) {
+			// An empty free list NAKs the ALLOCATE like a missing
+			// receive NAKs a SEND: retried while RNRRetry allows (here
+			// forever), so buffers posted meanwhile serve it.
+			pr := newPair(t, p, pairOpts{connA: connOpts{rnrRetry: verbs.InfiniteRNRRetry, minRNR: time.Millisecond}})
+			fl := freeLists(t, pr.mb)
+			fill(pr.ma.Bytes()[:16], 0x62)
+			post(t, pr.qa, alloc(9, pr.mb, 5, sg(pr.ma, 0, 16)))
+			quiet(t, pr.a.cq)
+			must(t, fl.PostFree(5, 64, pr.mb.Addr()+2048))
+			wc := wait1(t, pr.a.cq)
+			check(t, wc, 9, verbs.StatusSuccess)
+			if wc.Result != pr.mb.Addr()+2048 {
+				t.Fatalf("ALLOCATE returned %#x, want the buffer posted during its wait", wc.Result)
+			}
+			equal(t, "allocated buffer", pr.mb.Bytes()[2048:2064], pr.ma.Bytes()[:16])
 		}),
 		parallel("AllocateChecks", func(t *testing.T, p Provider) {
 			pr := newPair(t, p, pairOpts{})

@@ -1,0 +1,119 @@
+package prismkv_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/kvtest"
+	"github.com/rdmakit/rdmakit/kv/prismkv"
+	"github.com/rdmakit/rdmakit/transport/loop"
+	_ "github.com/rdmakit/rdmakit/transport/tcp"
+)
+
+// node starts a Pilaf node on a new bed and returns clients to it.
+func node(t *testing.T, scheme string, cfg prismkv.Config, clients int) (*kvtest.Bed, *prismkv.Server, []*prismkv.Client) {
+	t.Helper()
+	b := kvtest.NewBed(t, scheme)
+	srv, err := prismkv.NewServer(b.NodePD, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() }) // after the bed's cleanup stopped the serving
+	var cs []*prismkv.Client
+	for i := 0; i < clients; i++ {
+		qp, cq := b.Connect(t, 256, 128, srv.Serve)
+		c, err := prismkv.NewClient(context.Background(), b.PD, qp, cq, prismkv.ClientConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cs = append(cs, c)
+	}
+	return b, srv, cs
+}
+
+func stores(cs []*prismkv.Client) []kv.Store {
+	out := make([]kv.Store, len(cs))
+	for i, c := range cs {
+		out[i] = c
+	}
+	return out
+}
+
+func TestBasic(t *testing.T) {
+	for _, scheme := range []string{"loop", "tcp"} {
+		t.Run(scheme, func(t *testing.T) {
+			_, _, cs := node(t, scheme, prismkv.Config{Slots: 4096, Memory: 64 << 20}, 1)
+			kvtest.Basic(t, cs[0])
+		})
+	}
+}
+
+func TestLinearizable(t *testing.T) {
+	t.Run("loop", func(t *testing.T) {
+		_, _, cs := node(t, "loop", prismkv.Config{Slots: 1024, Memory: 32 << 20}, 4)
+		kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{})
+	})
+	t.Run("loop-faults", func(t *testing.T) {
+		b, _, cs := node(t, "loop", prismkv.Config{Slots: 1024, Memory: 32 << 20}, 4)
+		f := loop.Get(b.Fabric)
+		kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{Faults: func(stop <-chan struct{}) {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					f.SetLatency("client", "node", 0)
+					f.Resume("node")
+					return
+				case <-time.After(5 * time.Millisecond):
+				}
+				switch i % 3 {
+				case 0:
+					f.SetLatency("client", "node", time.Duration(i%7)*50*time.Microsecond)
+				case 1:
+					f.Pause("node")
+					time.Sleep(2 * time.Millisecond)
+					f.Resume("node")
+				}
+			}
+		}})
+	})
+	t.Run("tcp", func(t *testing.T) {
+		_, _, cs := node(t, "tcp", prismkv.Config{Slots: 1024, Memory: 32 << 20}, 4)
+		kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{})
+	})
+}
+
+
+
+// TestItemsRecycled rewrites a few keys many times: the replaced items go
+// back through the return ring and the node posts them again, so a small
+// memory does not run out.
+func TestItemsRecycled(t *testing.T) {
+	_, srv, cs := node(t, "loop", prismkv.Config{Slots: 64, Memory: 8 << 20, Stock: 256 << 10}, 1)
+	c := cs[0]
+	ctx := context.Background()
+	value := make([]byte, 1000) // 1 KiB class: 20,000 of them need 20 MiB, the node has 8
+	for i := 0; i < 20000; i++ {
+		value[0] = byte(i)
+		if err := c.Put(ctx, []byte(fmt.Sprintf("k%d", i%4)), value); err != nil {
+			t.Fatalf("put %d: %v (pool %+v)", i, err, srv.Stats())
+		}
+	}
+	for k := 0; k < 4; k++ {
+		v, err := c.Get(ctx, []byte(fmt.Sprintf("k%d", k)), nil)
+		if err != nil || len(v) != 1000 || v[0] != byte(20000-4+k) {
+			t.Fatalf("k%d: %d bytes, first %v, %v", k, len(v), v[:1], err)
+		}
+	}
+	st := srv.Stats()
+	t.Logf("pool %+v, cache hits %d", st, c.CacheHits())
+	if st.Recycled == 0 || st.Returned < 10000 {
+		t.Errorf("items were not recycled: %+v", st)
+	}
+	if c.CacheHits() < 19000 {
+		t.Errorf("%d cache hits for 20000 PUTs to 4 keys", c.CacheHits())
+	}
+}
