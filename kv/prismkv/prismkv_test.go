@@ -86,8 +86,6 @@ func TestLinearizable(t *testing.T) {
 	})
 }
 
-
-
 // TestItemsRecycled rewrites a few keys many times: the replaced items go
 // back through the return ring and the node posts them again, so a small
 // memory does not run out.
