@@ -1,0 +1,122 @@
+package race
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// SlotCache is Smart-HT's speculative lookup: it maps a key to the slot
+// that last held it and that slot's word. A GET of a cached key reads the
+// slot and the cached block in one round trip; if the slot still holds
+// the cached word, the block is the current value (one round trip instead
+// of RACE's two). Otherwise it follows the slot's new word, or falls back
+// to the full lookup. The slot is always read fresh, so a cached slot never
+// returns a value older than a completed PUT. Safe for concurrent use;
+// share one among the clients of a process.
+type SlotCache struct {
+	max    int
+	mu     sync.RWMutex
+	m      map[string]candidate
+	hits   atomic.Uint64
+	misses atomic.Uint64
+}
+
+// NewSlotCache returns a cache of at most max keys (default 1<<20).
+func NewSlotCache(max int) *SlotCache {
+	if max <= 0 {
+		max = 1 << 20
+	}
+	return &SlotCache{max: max, m: map[string]candidate{}}
+}
+
+// Stats returns the speculative lookups that were served by the cached
+// slot (hits) and those that fell back (misses).
+func (sc *SlotCache) Stats() (hits, misses uint64) { return sc.hits.Load(), sc.misses.Load() }
+
+func (sc *SlotCache) put(key []byte, x candidate) {
+	if sc == nil {
+		return
+	}
+	sc.mu.Lock()
+	if len(sc.m) >= sc.max {
+		clear(sc.m)
+	}
+	sc.m[string(key)] = x
+	sc.mu.Unlock()
+}
+
+func (sc *SlotCache) drop(key []byte) {
+	if sc == nil {
+		return
+	}
+	sc.mu.Lock()
+	delete(sc.m, string(key))
+	sc.mu.Unlock()
+}
+
+// get tries the speculative path; ok false means: do the full lookup.
+func (sc *SlotCache) get(c *Client, ctx context.Context, key, dst []byte) ([]byte, bool) {
+	if sc == nil {
+		return dst, false
+	}
+	sc.mu.RLock()
+	x, ok := sc.m[string(key)]
+	sc.mu.RUnlock()
+	if !ok {
+		return dst, false
+	}
+	s, err := c.ops.Acquire(ctx)
+	if err != nil {
+		return dst, false
+	}
+	n := slotUnits(x.word) * blockUnit
+	if n == 0 || n > maxBlock {
+		c.ops.Release(s)
+		sc.drop(key)
+		return dst, false
+	}
+	w := []verbs.SendWR{
+		{Opcode: verbs.OpRead, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: x.addr, RKey: c.rkey},
+		{Opcode: verbs.OpRead, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{s.SGE(offBlock, n)}, RemoteAddr: slotAddr(x.word), RKey: c.rkey},
+	}
+	if err := c.do(ctx, s, w); err != nil {
+		return dst, false // the full lookup reports the error
+	}
+	cur := binary.NativeEndian.Uint64(s.Buf[offCAS:])
+	if cur == x.word && slotUnits(cur) < maxUnits {
+		if k, v, ok := readBlock(s.Buf[offBlock : offBlock+n]); ok && bytes.Equal(k, key) {
+			dst = append(dst, v...)
+			c.ops.Release(s)
+			sc.hits.Add(1)
+			return dst, true
+		}
+	}
+	if cur != 0 && cur != x.word && slotFP(cur) == slotFP(x.word) {
+		// The slot moved on: follow it (the key keeps its slot while it
+		// lives, unless a split moved it).
+		v, found, err := c.readKey(ctx, s, cur, key)
+		if err == nil {
+			c.ops.Release(s)
+			if found {
+				sc.put(key, candidate{addr: x.addr, word: cur})
+				sc.hits.Add(1)
+				return append(dst, v...), true
+			}
+			sc.drop(key)
+			sc.misses.Add(1)
+			return dst, false
+		}
+		if err != errRetry {
+			return dst, false
+		}
+	}
+	c.ops.Release(s)
+	sc.drop(key)
+	sc.misses.Add(1)
+	return dst, false
+}

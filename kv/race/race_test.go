@@ -1,0 +1,134 @@
+package race_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/kvtest"
+	"github.com/rdmakit/rdmakit/kv/race"
+	"github.com/rdmakit/rdmakit/transport/loop"
+	_ "github.com/rdmakit/rdmakit/transport/tcp"
+)
+
+// node starts a RACE node on a new bed and returns clients to it (with a
+// shared slot cache when cache is set: Smart-HT).
+func node(t *testing.T, scheme string, cfg race.Config, clients int, cache *race.SlotCache) (*kvtest.Bed, *race.Server, []*race.Client) {
+	t.Helper()
+	b := kvtest.NewBed(t, scheme)
+	srv, err := race.NewServer(b.NodePD, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	var cs []*race.Client
+	for i := 0; i < clients; i++ {
+		qp, cq := b.Connect(t, 512, 64, srv.Serve)
+		c, err := race.NewClient(context.Background(), b.PD, qp, cq, race.ClientConfig{Cache: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cs = append(cs, c)
+	}
+	return b, srv, cs
+}
+
+func stores(cs []*race.Client) []kv.Store {
+	out := make([]kv.Store, len(cs))
+	for i, c := range cs {
+		out[i] = c
+	}
+	return out
+}
+
+func TestBasic(t *testing.T) {
+	for _, scheme := range []string{"loop", "tcp"} {
+		for _, smart := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/smart=%v", scheme, smart), func(t *testing.T) {
+				var cache *race.SlotCache
+				if smart {
+					cache = race.NewSlotCache(0)
+				}
+				_, srv, cs := node(t, scheme, race.Config{Depth: 1, Memory: 64 << 20}, 1, cache)
+				kvtest.Basic(t, cs[0])
+				t.Logf("depth %d, %d subtables, %d splits", srv.Depth(), srv.Subtables(), cs[0].Splits())
+			})
+		}
+	}
+}
+
+// grow inserts n filler keys from c until stop closes, splitting
+// subtables while the checked operations run.
+func grow(t *testing.T, c kv.Store, name string, n int) func(stop <-chan struct{}) {
+	return func(stop <-chan struct{}) {
+		for i := 0; i < n; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := c.Put(context.Background(), []byte(fmt.Sprintf("filler-%s-%d", name, i)), []byte("x")); err != nil {
+				t.Errorf("filler %d: %v", i, err)
+				return
+			}
+		}
+	}
+}
+
+func TestLinearizable(t *testing.T) {
+	for _, smart := range []bool{false, true} {
+		name := "race"
+		var cache *race.SlotCache
+		if smart {
+			name, cache = "smart-ht", race.NewSlotCache(0)
+		}
+		t.Run(name+"/loop", func(t *testing.T) {
+			_, _, cs := node(t, "loop", race.Config{Depth: 1}, 4, cache)
+			kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{})
+		})
+		t.Run(name+"/loop-resizing", func(t *testing.T) {
+			_, srv, cs := node(t, "loop", race.Config{Depth: 1}, 6, cache)
+			fill1, fill2 := grow(t, cs[4], "a", 50000), grow(t, cs[5], "b", 50000)
+			kvtest.Linearizable(t, stores(cs[:4]), kvtest.LinConfig{Ops: 20000, Keys: 64, Faults: func(stop <-chan struct{}) {
+				done := make(chan struct{})
+				go func() { fill1(stop); close(done) }()
+				fill2(stop)
+				<-done
+			}})
+			t.Logf("depth %d, %d subtables after the run, %d + %d splits by the fillers", srv.Depth(), srv.Subtables(), cs[4].Splits(), cs[5].Splits())
+			if srv.Subtables() < 6 {
+				t.Errorf("%d subtables: too few splits during the run", srv.Subtables())
+			}
+		})
+		t.Run(name+"/loop-faults", func(t *testing.T) {
+			b, _, cs := node(t, "loop", race.Config{Depth: 1}, 4, cache)
+			f := loop.Get(b.Fabric)
+			kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{Faults: func(stop <-chan struct{}) {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						f.SetLatency("client", "node", 0)
+						f.Resume("node")
+						return
+					case <-time.After(5 * time.Millisecond):
+					}
+					switch i % 3 {
+					case 0:
+						f.SetLatency("client", "node", time.Duration(i%7)*50*time.Microsecond)
+					case 1:
+						f.Pause("node")
+						time.Sleep(2 * time.Millisecond)
+						f.Resume("node")
+					}
+				}
+			}})
+		})
+		t.Run(name+"/tcp", func(t *testing.T) {
+			_, _, cs := node(t, "tcp", race.Config{Depth: 1}, 4, cache)
+			kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{})
+		})
+	}
+}

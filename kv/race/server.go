@@ -1,0 +1,131 @@
+package race
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/rpc"
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// Config sizes a RACE node.
+type Config struct {
+	// Depth is the initial global depth: 1<<Depth subtables (default 2).
+	Depth int
+	// Memory is the bytes for subtables and blocks (default 256 MiB).
+	Memory int
+}
+
+// RPC methods: the layout, and memory for subtables and block chunks.
+const (
+	methodInfo  = 1
+	methodAlloc = 2
+)
+
+// Server is a RACE node: all operations on its hash table are clients'
+// one-sided READs, WRITEs and CASes; its CPU only hands out memory.
+type Server struct {
+	cfg  Config
+	pd   verbs.PD
+	mr   verbs.MR
+	rpc  *rpc.Server
+	heap uint64
+	mu   sync.Mutex
+	bump uint64
+}
+
+// NewServer lays out a node in a new region of pd: the directory and its
+// first subtables.
+func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
+	if cfg.Depth <= 0 {
+		cfg.Depth = 2
+	}
+	if cfg.Depth > MaxDepth {
+		return nil, fmt.Errorf("%w: depth %d (at most %d)", verbs.ErrInvalidArg, cfg.Depth, MaxDepth)
+	}
+	if cfg.Memory <= 0 {
+		cfg.Memory = 256 << 20
+	}
+	heap := uint64(dirOff + 8<<MaxDepth)
+	mr, err := pd.AllocMR(int(heap)+cfg.Memory, verbs.AccessAll)
+	if err != nil {
+		return nil, fmt.Errorf("race: %w", err)
+	}
+	s := &Server{cfg: cfg, pd: pd, mr: mr, heap: heap, bump: heap, rpc: rpc.NewServer(rpc.ServerConfig{})}
+	b := mr.Bytes()
+	binary.NativeEndian.PutUint64(b, uint64(cfg.Depth))
+	for i := uint64(0); i < 1<<cfg.Depth; i++ {
+		off, err := s.alloc(subtableSize)
+		if err != nil {
+			mr.Deregister()
+			return nil, err
+		}
+		binary.NativeEndian.PutUint64(b[off:], mkCtl(uint(cfg.Depth), i, false))
+		binary.NativeEndian.PutUint64(b[dirOff+8*i:], mkDir(mr.Addr()+off, uint(cfg.Depth), 0))
+	}
+	s.rpc.Handle(methodInfo, s.info)
+	s.rpc.Handle(methodAlloc, s.allocRPC)
+	return s, nil
+}
+
+func (s *Server) alloc(n int) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	off := (s.bump + 63) &^ 63
+	if off+uint64(n) > uint64(s.mr.Len()) {
+		return 0, fmt.Errorf("%w: %d bytes of memory used", kv.ErrFull, s.bump-s.heap)
+	}
+	s.bump = off + uint64(n)
+	return off, nil
+}
+
+func (s *Server) info(req, resp []byte) (int, error) {
+	binary.LittleEndian.PutUint64(resp, s.mr.Addr())
+	binary.LittleEndian.PutUint32(resp[8:], s.mr.RKey())
+	return 12, nil
+}
+
+// allocRPC: u32 size → u64 address of zeroed memory.
+func (s *Server) allocRPC(req, resp []byte) (int, error) {
+	if len(req) != 4 {
+		return 0, errors.New("race: alloc takes a u32 size")
+	}
+	n := int(binary.LittleEndian.Uint32(req))
+	if n <= 0 || n > 64<<20 {
+		return 0, fmt.Errorf("race: alloc of %d bytes", n)
+	}
+	off, err := s.alloc(n)
+	if err != nil {
+		return 0, err
+	}
+	binary.LittleEndian.PutUint64(resp, s.mr.Addr()+off)
+	return 8, nil
+}
+
+// Serve serves one client connection until ctx ends. End ctx and wait
+// for Serve before Close.
+func (s *Server) Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error {
+	return s.rpc.Serve(ctx, s.pd, qp, cq)
+}
+
+// Depth is the node's current global depth (directory doublings show
+// here).
+func (s *Server) Depth() int { return int(binary.NativeEndian.Uint64(s.mr.Bytes())) }
+
+// Subtables counts the distinct subtables the directory points to.
+func (s *Server) Subtables() int {
+	b := s.mr.Bytes()
+	d := s.Depth()
+	seen := map[uint64]bool{}
+	for i := 0; i < 1<<d; i++ {
+		seen[dirAddr(binary.NativeEndian.Uint64(b[dirOff+8*i:]))] = true
+	}
+	return len(seen)
+}
+
+// Close releases the region.
+func (s *Server) Close() error { return s.mr.Deregister() }
