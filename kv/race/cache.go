@@ -50,6 +50,16 @@ func (sc *SlotCache) put(key []byte, x candidate) {
 	sc.mu.Unlock()
 }
 
+func (sc *SlotCache) lookup(key []byte) (candidate, bool) {
+	if sc == nil {
+		return candidate{}, false
+	}
+	sc.mu.RLock()
+	x, ok := sc.m[string(key)]
+	sc.mu.RUnlock()
+	return x, ok
+}
+
 func (sc *SlotCache) drop(key []byte) {
 	if sc == nil {
 		return
@@ -103,7 +113,7 @@ func (sc *SlotCache) get(c *Client, ctx context.Context, key, dst []byte) ([]byt
 		if err == nil {
 			c.ops.Release(s)
 			if found {
-				sc.put(key, candidate{addr: x.addr, word: cur})
+				sc.put(key, candidate{addr: x.addr, word: cur, sub: x.sub})
 				sc.hits.Add(1)
 				return append(dst, v...), true
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/internal/remote"
 	"github.com/rdmakit/rdmakit/rpc"
+	"github.com/rdmakit/rdmakit/smart"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -24,9 +25,15 @@ type ClientConfig struct {
 	// The QP needs room for about 6×Slots send requests.
 	Slots int
 	// Cache, when set, maps keys to the slot that last held them
-	// (Smart-HT's speculative lookup). Nil: every operation reads both
-	// combined buckets (RACE).
+	// (Smart-HT's speculative lookup): a GET of a cached key takes one
+	// round trip, and so does a PUT that updates it. Nil: every operation
+	// reads both combined buckets first (RACE).
 	Cache *SlotCache
+	// Backoff, when set, waits before retrying a lost CAS as Smart's
+	// conflict avoidance does (truncated exponential backoff, with
+	// Dynamic the limit follows the retry rate). Nil: retry at once (RACE),
+	// backing off only after 8 losses in a row.
+	Backoff *smart.BackoffConfig
 }
 
 // Client is a RACE hashing client: every operation is one-sided. It
@@ -55,6 +62,9 @@ type Client struct {
 	grace  []freedBlock
 	splits atomic.Uint64
 	misses atomic.Uint64
+
+	bmu sync.Mutex
+	bo  *smart.Backoff
 }
 
 type freedBlock struct {
@@ -88,6 +98,9 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 		cfg.Slots = 16
 	}
 	c := &Client{cfg: cfg, id: rand.Uint64() | 1, free: map[int][]uint64{}}
+	if cfg.Backoff != nil {
+		c.bo = smart.NewBackoff(*cfg.Backoff)
+	}
 	var ops *remote.Ops
 	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4,
 		Foreign: func(wc *verbs.WC) { ops.Complete(wc) }})
@@ -213,6 +226,7 @@ func (c *Client) stale(ctx context.Context, s remote.Slot, d uint, i int, e uint
 type candidate struct {
 	addr uint64
 	word uint64
+	sub  uint64 // the subtable it was found in
 }
 
 // readBuckets reads the two combined buckets of p in subtable sub; with
@@ -345,6 +359,7 @@ func (c *Client) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 		if ok {
 			dst = append(dst, v...)
 			c.ops.Release(s)
+			x.sub = dirAddr(e)
 			c.cfg.Cache.put(key, x)
 			return dst, nil
 		}
@@ -396,14 +411,28 @@ func (c *Client) write(ctx context.Context, key, value []byte, del bool) error {
 	}
 	p := placeOf(key)
 	n := blockLen(len(key), len(value))
+	if !del {
+		if x, ok := c.cfg.Cache.lookup(key); ok {
+			done, err := c.specPut(ctx, key, value, p, x)
+			if err != nil || done {
+				return err
+			}
+		}
+	}
 	var cands [4 * bucketSlots]candidate
 	backoff := 20 * time.Microsecond
 	start := time.Now()
+	lost := 0
 	for attempt := 0; ; attempt++ {
 		if attempt > 1000 && time.Since(start) > 30*time.Second {
 			return fmt.Errorf("%w: a write kept losing its races for %v", kv.ErrUnreachable, time.Since(start).Round(time.Second))
 		}
-		if attempt > 8 { // contended: back off (truncated exponential) before trying again
+		if c.bo != nil && lost > 0 {
+			c.bmu.Lock()
+			d := c.bo.Delay(lost, rand.Float64())
+			c.bmu.Unlock()
+			time.Sleep(d)
+		} else if attempt > 8 { // contended: back off (truncated exponential) before trying again
 			time.Sleep(time.Duration(rand.Int64N(int64(backoff))))
 			backoff = min(2*backoff, 2*time.Millisecond)
 		}
@@ -506,6 +535,7 @@ func (c *Client) write(ctx context.Context, key, value []byte, del bool) error {
 			return c.mapErr(err)
 		}
 		if binary.NativeEndian.Uint64(s.Buf[offCAS:]) != old {
+			lost++
 			if !del {
 				c.freeBlock(blk, n, false) // never reachable
 			}
@@ -552,13 +582,84 @@ func (c *Client) write(ctx context.Context, key, value []byte, del bool) error {
 		if found {
 			c.freeBlock(slotAddr(old), slotUnits(old)*blockUnit, true)
 		}
+		c.observe(lost)
 		if del {
 			c.cfg.Cache.drop(key)
 		} else {
-			c.cfg.Cache.put(key, candidate{addr: target, word: newWord})
+			c.cfg.Cache.put(key, candidate{addr: target, word: newWord, sub: sub})
 		}
 		return nil
 	}
+}
+
+// observe feeds a finished write's lost CASes to the backoff controller.
+func (c *Client) observe(lost int) {
+	if c.bo == nil {
+		return
+	}
+	c.bmu.Lock()
+	c.bo.Observe(lost)
+	c.bo.Tick(time.Now())
+	c.bmu.Unlock()
+}
+
+// BackoffStats returns Smart's conflict-avoidance state (zero without
+// Backoff): the current C_max and the last retry rate.
+func (c *Client) BackoffStats() (time.Duration, float64) {
+	if c.bo == nil {
+		return 0, 0
+	}
+	c.bmu.Lock()
+	defer c.bmu.Unlock()
+	return c.bo.CMax(), c.bo.RetryRate()
+}
+
+// specPut updates a cached key in one round trip: enter the subtable,
+// write the block, test that no split holds the subtable (a masked CAS
+// that swaps nothing), and only then (CONDITIONAL) CAS the cached slot
+// from the cached word; leave the subtable. A split that locks the
+// subtable after the test waits for this writer to leave, so the CAS
+// never lands in a subtable being copied. It reports false when the slot
+// moved on, to take the full path.
+func (c *Client) specPut(ctx context.Context, key, value []byte, p place, x candidate) (bool, error) {
+	n := blockLen(len(key), len(value))
+	s, err := c.ops.Acquire(ctx)
+	if err != nil {
+		return false, c.mapErr(err)
+	}
+	blk, err := c.allocBlock(ctx, n)
+	if err != nil {
+		c.ops.Release(s)
+		return false, err
+	}
+	putBlock(s.Buf[offNew:], key, value)
+	newWord := mkSlot(blk, n, p.fp)
+	binary.NativeEndian.PutUint64(s.Buf[offCAS:], ^x.word) // a skipped CAS leaves this
+	w := []verbs.SendWR{
+		{Opcode: verbs.OpAtomicFetchAndAdd, SGL: []verbs.SGE{s.SGE(offCtl, 8)}, RemoteAddr: x.sub, RKey: c.rkey},
+		{Opcode: verbs.OpWrite, SGL: []verbs.SGE{s.SGE(offNew, n)}, RemoteAddr: blk, RKey: c.rkey},
+		{Opcode: verbs.OpMaskedCmpAndSwp, SGL: []verbs.SGE{s.SGE(offEntry, 8)}, RemoteAddr: x.sub, RKey: c.rkey,
+			Atomic: verbs.AtomicArgs{Size: 8, Op: verbs.CmpEqual, CompareMask: [4]uint64{ctlLock}}},
+		{Opcode: verbs.OpAtomicCmpAndSwp, Flags: verbs.FlagConditional, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: x.addr, RKey: c.rkey},
+		{Opcode: verbs.OpAtomicFetchAndAdd, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{s.SGE(offDepth, 8)}, RemoteAddr: x.sub, RKey: c.rkey},
+	}
+	w[0].Atomic.Swap[0] = 1
+	w[3].Atomic.Compare[0], w[3].Atomic.Swap[0] = x.word, newWord
+	w[4].Atomic.Swap[0] = ^uint64(0)
+	if err := c.do(ctx, s, w); err != nil {
+		return false, c.mapErr(err)
+	}
+	ok := binary.NativeEndian.Uint64(s.Buf[offCAS:]) == x.word
+	c.ops.Release(s)
+	if !ok {
+		c.freeBlock(blk, n, false)
+		c.cfg.Cache.drop(key)
+		return false, nil
+	}
+	c.cfg.Cache.put(key, candidate{addr: x.addr, word: newWord, sub: x.sub})
+	c.freeBlock(slotAddr(x.word), slotUnits(x.word)*blockUnit, true)
+	c.observe(0)
+	return true, nil
 }
 
 // blocks -------------------------------------------------------------------

@@ -9,6 +9,7 @@ import (
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/kvtest"
 	"github.com/rdmakit/rdmakit/kv/race"
+	"github.com/rdmakit/rdmakit/smart"
 	"github.com/rdmakit/rdmakit/transport/loop"
 	_ "github.com/rdmakit/rdmakit/transport/tcp"
 )
@@ -26,7 +27,11 @@ func node(t *testing.T, scheme string, cfg race.Config, clients int, cache *race
 	var cs []*race.Client
 	for i := 0; i < clients; i++ {
 		qp, cq := b.Connect(t, 512, 64, srv.Serve)
-		c, err := race.NewClient(context.Background(), b.PD, qp, cq, race.ClientConfig{Cache: cache})
+		cfg := race.ClientConfig{Cache: cache}
+		if cache != nil { // Smart-HT
+			cfg.Backoff = &smart.BackoffConfig{C0: 4 * time.Microsecond, Dynamic: true}
+		}
+		c, err := race.NewClient(context.Background(), b.PD, qp, cq, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,6 +93,13 @@ func TestLinearizable(t *testing.T) {
 		t.Run(name+"/loop", func(t *testing.T) {
 			_, _, cs := node(t, "loop", race.Config{Depth: 1}, 4, cache)
 			kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{})
+			if cache != nil {
+				hits, misses := cache.Stats()
+				t.Logf("speculative lookups: %d hits, %d misses", hits, misses)
+				if hits == 0 {
+					t.Errorf("no speculative hit")
+				}
+			}
 		})
 		t.Run(name+"/loop-resizing", func(t *testing.T) {
 			_, srv, cs := node(t, "loop", race.Config{Depth: 1}, 6, cache)
