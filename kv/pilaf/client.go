@@ -18,6 +18,9 @@ import (
 
 // ClientConfig configures a Client.
 type ClientConfig struct {
+	// Poll is how the client's completion poller waits (default
+	// adaptive).
+	Poll verbs.PollPolicy
 	// Slots is the number of operations in flight at once (default 16).
 	// The QP needs room for about 3×Slots send requests and 2×Slots
 	// receives.
@@ -36,6 +39,7 @@ type Client struct {
 	retries atomic.Uint64
 	once    sync.Once
 	closed  atomic.Bool
+	rpcs    atomic.Uint64
 	life    sync.RWMutex // operations hold it shared while they use the buffers; Close exclusively
 	trust   bool         // tests: skip the CRC checks, to show what they catch
 }
@@ -53,7 +57,7 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 	}
 	c := &Client{}
 	var ops *remote.Ops
-	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: maxMessage, Slots: cfg.Slots,
+	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: maxMessage, Slots: cfg.Slots, Poll: cfg.Poll,
 		Foreign: func(wc *verbs.WC) { ops.Complete(wc) }})
 	if err != nil {
 		return nil, fmt.Errorf("pilaf: %w", err)
@@ -185,6 +189,7 @@ func (c *Client) Put(ctx context.Context, key, value []byte) error {
 	binary.LittleEndian.PutUint16(req, uint16(len(key)))
 	copy(req[2:], key)
 	copy(req[2+len(key):], value)
+	c.rpcs.Add(1)
 	_, err := c.rpc.Call(ctx, methodPut, req, nil)
 	return c.mapErr(err)
 }
@@ -197,6 +202,7 @@ func (c *Client) Delete(ctx context.Context, key []byte) error {
 	if c.closed.Load() {
 		return kv.ErrClosed
 	}
+	c.rpcs.Add(1)
 	_, err := c.rpc.Call(ctx, methodDelete, key, nil)
 	return c.mapErr(err)
 }
@@ -223,6 +229,10 @@ func (c *Client) mapErr(err error) error {
 	}
 	return fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
 }
+
+// RoundTrips counts the client's round trips to the node so far: request
+// lists of one-sided operations and RPCs.
+func (c *Client) RoundTrips() uint64 { return c.ops.Trips() + c.rpcs.Load() }
 
 // Close implements kv.Store.
 func (c *Client) Close() error {

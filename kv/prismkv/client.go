@@ -20,6 +20,9 @@ import (
 
 // ClientConfig configures a Client.
 type ClientConfig struct {
+	// Poll is how the client's completion poller waits (default
+	// adaptive).
+	Poll verbs.PollPolicy
 	// Slots is the number of operations in flight at once (default 16).
 	// The QP needs room for about 5×Slots send requests.
 	Slots int
@@ -99,7 +102,7 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 	}
 	c := &Client{cfg: cfg, cache: map[string]cached{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	var ops *remote.Ops
-	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4,
+	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll,
 		Foreign: func(wc *verbs.WC) { ops.Complete(wc) }})
 	if err != nil {
 		return nil, fmt.Errorf("prismkv: %w", err)
@@ -488,6 +491,10 @@ func (c *Client) mapErr(err error) error {
 	}
 	return fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
 }
+
+// RoundTrips counts the client's round trips to the node so far: request
+// lists of one-sided operations and RPCs.
+func (c *Client) RoundTrips() uint64 { return c.ops.Trips() }
 
 // Close implements kv.Store; buffers still queued for return are lost to
 // the node until it restarts.

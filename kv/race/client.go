@@ -21,6 +21,9 @@ import (
 
 // ClientConfig configures a Client.
 type ClientConfig struct {
+	// Poll is how the client's completion poller waits (default
+	// adaptive).
+	Poll verbs.PollPolicy
 	// Slots is the number of operations in flight at once (default 16).
 	// The QP needs room for about 6×Slots send requests.
 	Slots int
@@ -46,6 +49,7 @@ type Client struct {
 	rkey   uint32
 	id     uint64
 	closed atomic.Bool
+	rpcs   atomic.Uint64
 	once   sync.Once
 	life   sync.RWMutex
 
@@ -102,7 +106,7 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 		c.bo = smart.NewBackoff(*cfg.Backoff)
 	}
 	var ops *remote.Ops
-	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4,
+	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll,
 		Foreign: func(wc *verbs.WC) { ops.Complete(wc) }})
 	if err != nil {
 		return nil, fmt.Errorf("race: %w", err)
@@ -694,6 +698,7 @@ func (c *Client) allocBlock(ctx context.Context, n int) (uint64, error) {
 		var req [4]byte
 		var resp [8]byte
 		binary.LittleEndian.PutUint32(req[:], uint32(max(chunkSize, size)))
+		c.rpcs.Add(1)
 		if _, err := c.rpc.Call(ctx, methodAlloc, req[:], resp[:]); err != nil {
 			return 0, c.mapErr(err)
 		}
@@ -743,6 +748,10 @@ func (c *Client) mapErr(err error) error {
 	}
 	return fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
 }
+
+// RoundTrips counts the client's round trips to the node so far: request
+// lists of one-sided operations and RPCs.
+func (c *Client) RoundTrips() uint64 { return c.ops.Trips() + c.rpcs.Load() }
 
 // Close implements kv.Store.
 func (c *Client) Close() error {

@@ -33,6 +33,11 @@ type link struct {
 
 	lastRecv atomic.Int64 // unix nanoseconds of the last frame received
 	lastMove atomic.Int64 // unix nanoseconds of the last frame received or chunk written
+	// emptyAt is when a progress read last found nothing (nanotime): the
+	// next ones wait emptyWait, so that many CQ pollers do not each pay a
+	// read syscall for nothing; the link's goroutine still reads as soon
+	// as the socket is readable.
+	emptyAt atomic.Int64
 	done     chan struct{}
 
 	// Reading: whoever holds tok reads the socket without blocking — the
@@ -246,10 +251,18 @@ func (l *link) read() {
 // waits for answers and nobody else is reading. It is the progress an
 // application drives by polling its CQ.
 func (l *link) poll() {
-	if l.pending.Load() <= 0 || !l.tok.CompareAndSwap(0, 1) {
+	if l.pending.Load() <= 0 {
 		return
 	}
+	now := nanotime()
+	if now-l.emptyAt.Load() < emptyWait || !l.tok.CompareAndSwap(0, 1) {
+		return
+	}
+	before := l.lastRecv.Load()
 	err := l.drain()
+	if err == nil && l.lastRecv.Load() == before {
+		l.emptyAt.Store(now)
+	}
 	if err == nil {
 		err = l.release()
 	} else {
@@ -330,3 +343,11 @@ func (l *link) isDead() bool {
 	defer l.mu.Unlock()
 	return l.dead
 }
+
+// emptyWait is how long progress reads pause after one found nothing.
+const emptyWait = int64(20 * time.Microsecond)
+
+// nanotime is a monotonic clock in nanoseconds.
+func nanotime() int64 { return int64(time.Since(clockBase)) }
+
+var clockBase = time.Now()

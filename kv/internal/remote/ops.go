@@ -7,6 +7,8 @@ package remote
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/rdmakit/rdmakit/rpc"
 	"github.com/rdmakit/rdmakit/verbs"
@@ -22,6 +24,17 @@ type Ops struct {
 	slots []chan verbs.WC
 	done  <-chan struct{}
 	cause func() error
+	trips atomic.Uint64
+
+	// Lists are posted by combining: a caller appends its list to
+	// pending; whoever finds nobody posting posts everything pending as
+	// one PostSend (one doorbell, one frame on tcp) for all the callers
+	// waiting then.
+	pmu     sync.Mutex
+	pending []verbs.SendWR
+	spare   []verbs.SendWR
+	posting bool
+	failed  error // a failed post: the connection is unusable
 }
 
 // New registers slots buffers of size bytes in pd for requests on qp.
@@ -100,7 +113,8 @@ func (o *Ops) Do(ctx context.Context, s Slot, wrs []verbs.SendWR) (verbs.WC, err
 	for i := range wrs {
 		wrs[i].ID = s.ID()
 	}
-	if err := o.qp.PostSend(wrs); err != nil {
+	o.trips.Add(1)
+	if err := o.post(wrs); err != nil {
 		return verbs.WC{}, fmt.Errorf("%w: %w", ErrConnection, err)
 	}
 	ch := o.slots[s.i]
@@ -119,6 +133,49 @@ func (o *Ops) Do(ctx context.Context, s Slot, wrs []verbs.SendWR) (verbs.WC, err
 		}()
 		return verbs.WC{}, ctx.Err()
 	}
+}
+
+// Trips counts the request lists run (each one round trip).
+func (o *Ops) Trips() uint64 { return o.trips.Load() }
+
+// post queues wrs and, unless another caller is posting, posts
+// everything queued as one list.
+func (o *Ops) post(wrs []verbs.SendWR) error {
+	o.pmu.Lock()
+	if o.failed != nil {
+		err := o.failed
+		o.pmu.Unlock()
+		return err
+	}
+	o.pending = append(o.pending, wrs...)
+	if o.posting {
+		o.pmu.Unlock()
+		return nil
+	}
+	o.posting = true
+	for len(o.pending) > 0 && o.failed == nil {
+		batch := o.pending
+		o.pending = o.spare[:0]
+		o.pmu.Unlock()
+		err := o.qp.PostSend(batch)
+		o.pmu.Lock()
+		if err != nil {
+			// The lists of this batch never completes: fail their
+			// callers, and every later post.
+			o.failed = err
+			for i := range batch {
+				o.Complete(&verbs.WC{ID: batch[i].ID, Status: verbs.StatusWRFlushErr})
+			}
+			for i := range o.pending {
+				o.Complete(&verbs.WC{ID: o.pending[i].ID, Status: verbs.StatusWRFlushErr})
+			}
+			o.pending = o.pending[:0]
+		}
+		o.spare = batch[:0]
+	}
+	o.posting = false
+	o.pmu.Unlock()
+	return nil
 }
 
 // Close deregisters the buffers; call it once the connection is closed.

@@ -1,0 +1,235 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/pingcap/go-ycsb/pkg/ycsb"
+	"github.com/rdmakit/rdmakit/bench/peers"
+	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/workload"
+)
+
+func init() {
+	Register(Experiment{
+		Name: "kv-ycsb",
+		Description: "the four key-value stores over tcp under go-ycsb: YCSB-C (uniform) and YCSB-A (zipfian 0.99), " +
+			"throughput, median and p99 latency, round trips per operation; RACE vs Smart-HT on YCSB-A against the task count",
+		Run: runKVYCSB,
+	})
+	Register(Experiment{
+		Name:        "kv-peers",
+		Description: "the four key-value stores over tcp next to memcached and Redis under the same go-ycsb workload (YCSB-C) and client concurrency",
+		Run:         runKVPeers,
+	})
+}
+
+var kvColumns = []Column{
+	{Name: "store"}, {Name: "workload"}, {Name: "tasks"}, {Name: "rate", Unit: "Mops"},
+	{Name: "p50", Unit: "µs"}, {Name: "p99", Unit: "µs"}, {Name: "round_trips"},
+}
+
+// kvRun loads records into design's node (tcp) and runs each workload.
+type kvRun struct {
+	y     workload.YCSB
+	tasks int
+}
+
+// kvSizes are the record count and value size of a run.
+func kvSizes(env *Env) (int64, int) {
+	if env.Quick {
+		return 2000, 64
+	}
+	return 20000, 64
+}
+
+func measureKV(ctx context.Context, design string, records int64, value int, runs []kvRun, row func(kvRun, workload.Result, float64)) error {
+	n, err := NewKVNode(design, "tcp://127.0.0.1:0", records)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	maxTasks := 0
+	for _, r := range runs {
+		maxTasks = max(maxTasks, r.tasks)
+	}
+	conns := min(maxTasks, kvConns)
+	dbs, cs, err := n.DBs(ctx, conns)
+	if err != nil {
+		return err
+	}
+	load := workload.YCSB{Workload: "a", Records: records, ValueSize: value}
+	if _, err := load.Load(ctx, dbs); err != nil {
+		return fmt.Errorf("%s: %w", design, err)
+	}
+	for _, r := range runs {
+		y := r.y
+		y.Records, y.ValueSize, y.Threads = records, value, r.tasks
+		wl, err := y.Load(ctx, nil) // the workload only: records are in
+		if err != nil {
+			return err
+		}
+		t0 := trips(cs)
+		res, err := y.Run(ctx, wl, dbs[:min(len(dbs), r.tasks)])
+		if err != nil {
+			return fmt.Errorf("%s, YCSB-%s: %w", design, y.Workload, err)
+		}
+		row(r, res, float64(trips(cs)-t0)/float64(max(res.Ops, 1)))
+	}
+	return nil
+}
+
+// kvConns bounds the client connections of a KV run.
+var kvConns = 8
+
+func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
+	point := env.PointDuration(time.Second, 200*time.Millisecond)
+	records, value := kvSizes(env)
+	r := &Result{Name: "kv-ycsb", Title: "key-value stores under YCSB over tcp", Columns: kvColumns,
+		Plots: []Plot{{Title: "YCSB-A (zipfian) throughput against tasks", X: "tasks", Y: "rate", Series: []string{"store"},
+			Where: map[string]string{"workload": "A zipfian"}}}}
+	c := workload.YCSB{Workload: "c", Distribution: "uniform", Duration: point}
+	a := workload.YCSB{Workload: "a", Distribution: "zipfian", Duration: point}
+	taskCounts := []int{1, 4, 16, 32}
+	bar := env.Progress(len(KVDesigns)*2+2*len(taskCounts), time.Duration(len(KVDesigns)*2+8)*point, "kv-ycsb")
+	defer bar.Finish()
+	getP50 := map[string]float64{}
+	fig7 := map[string]float64{}
+	for _, d := range KVDesigns {
+		runs := []kvRun{{c, 8}, {a, 8}}
+		if d == "race" || d == "smart-ht" {
+			for _, t := range taskCounts {
+				runs = append(runs, kvRun{a, t})
+			}
+		}
+		err := measureKV(ctx, d, records, value, runs, func(run kvRun, res workload.Result, rtt float64) {
+			name := "C uniform"
+			if run.y.Workload == "a" {
+				name = "A zipfian"
+			}
+			r.AddRow(d, name, run.tasks, res.Rate()/1e6, us(res.P50), us(res.P99), rtt)
+			if run.y.Workload == "c" {
+				getP50[d] = us(res.P50)
+			}
+			if run.y.Workload == "a" && run.tasks == taskCounts[len(taskCounts)-1] {
+				fig7[d] = res.Rate()
+			}
+			bar.Add(1)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	r.Meta.Transport = "tcp"
+	r.Notes = append(r.Notes,
+		fmt.Sprintf("%d records of %d-byte values, loaded through go-ycsb v1.0.1's core workload, which also generates the operations (YCSB-C: 100%% reads, uniform keys; YCSB-A: 50%% reads, 50%% updates, scrambled zipfian 0.99). Each point ran %v; tasks are goroutines issuing operations, over at most 8 client connections.", records, value, point),
+		"The node (its soft NIC, and for Pilaf its RPC handlers) runs in this process on its own tcp device; the clients on another. p50 and p99 are per-operation latency; round_trips is request lists plus RPCs per operation, counted by the clients.",
+	)
+	if p, ok := getP50["prism-kv"]; ok && getP50["pilaf"] > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("GET median: PRISM-KV %.1f µs vs Pilaf %.1f µs = %.2f×.", p, getP50["pilaf"], p/getP50["pilaf"]))
+	}
+	if fig7["race"] > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("YCSB-A (zipfian) at %d tasks: Smart-HT %.3f Mops vs RACE %.3f Mops = %.2f×.",
+			taskCounts[len(taskCounts)-1], fig7["smart-ht"]/1e6, fig7["race"]/1e6, fig7["smart-ht"]/fig7["race"]))
+	}
+	return r, nil
+}
+
+var peersColumns = []Column{
+	{Name: "system"}, {Name: "rate", Unit: "Mops"}, {Name: "p50", Unit: "µs"}, {Name: "p99", Unit: "µs"},
+	{Name: "vs_memcached", Unit: "×"}, {Name: "vs_redis", Unit: "×"}, {Name: "p50_vs_memcached", Unit: "×"}, {Name: "p50_vs_redis", Unit: "×"},
+}
+
+// kvPeerTasks is the client concurrency of kv-peers, for every system.
+const kvPeerTasks = 8
+
+func runKVPeers(ctx context.Context, env *Env) (*Result, error) {
+	point := env.PointDuration(time.Second, 200*time.Millisecond)
+	records, value := kvSizes(env)
+	r := &Result{Name: "kv-peers", Title: "key-value stores vs memcached and Redis (YCSB-C over loopback)", Columns: peersColumns}
+	bar := env.Progress(len(KVDesigns)+2, time.Duration(len(KVDesigns)+2)*2*point, "kv-peers")
+	defer bar.Finish()
+	y := workload.YCSB{Workload: "c", Distribution: "uniform", Duration: point}
+	type out struct {
+		name string
+		res  workload.Result
+	}
+	var rows []out
+	peer := func(name string, start func(context.Context) (*peers.Server, error), dial func(context.Context, string) (kv.Store, error)) error {
+		srv, err := start(ctx)
+		if errors.Is(err, peers.ErrNotInstalled) {
+			r.Notes = append(r.Notes, name+" is not installed (scripts/install-peers.sh): no row.")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer srv.Stop()
+		var dbs []ycsb.DB
+		for i := 0; i < kvPeerTasks; i++ {
+			s, err := dial(ctx, srv.Addr)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			dbs = append(dbs, workload.DB{Store: s})
+		}
+		yy := y
+		yy.Records, yy.ValueSize, yy.Threads = records, value, kvPeerTasks
+		wl, err := yy.Load(ctx, dbs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		res, err := yy.Run(ctx, wl, dbs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		rows = append(rows, out{name, res})
+		return nil
+	}
+	if err := peer("memcached", peers.StartMemcached, func(ctx context.Context, a string) (kv.Store, error) { return peers.DialMemcachedKV(ctx, a) }); err != nil {
+		return nil, err
+	}
+	bar.Add(1)
+	if err := peer("Redis", peers.StartRedis, func(ctx context.Context, a string) (kv.Store, error) { return peers.DialRedisKV(ctx, a) }); err != nil {
+		return nil, err
+	}
+	bar.Add(1)
+	for _, d := range KVDesigns {
+		err := measureKV(ctx, d, records, value, []kvRun{{y, kvPeerTasks}}, func(_ kvRun, res workload.Result, _ float64) {
+			rows = append(rows, out{d, res})
+		})
+		if err != nil {
+			return nil, err
+		}
+		bar.Add(1)
+	}
+	var mc, rd out
+	for _, o := range rows {
+		switch o.name {
+		case "memcached":
+			mc = o
+		case "Redis":
+			rd = o
+		}
+	}
+	ratio := func(a, b float64) any {
+		if b <= 0 {
+			return nil
+		}
+		return a / b
+	}
+	for _, o := range rows {
+		r.AddRow(o.name, o.res.Rate()/1e6, us(o.res.P50), us(o.res.P99),
+			ratio(o.res.Rate(), mc.res.Rate()), ratio(o.res.Rate(), rd.res.Rate()),
+			ratio(us(o.res.P50), us(mc.res.P50)), ratio(us(o.res.P50), us(rd.res.P50)))
+	}
+	r.Meta.Transport = "tcp"
+	r.Notes = append(r.Notes,
+		fmt.Sprintf("YCSB-C (100%% reads, uniform) from go-ycsb v1.0.1 over %d records of %d bytes, %d client goroutines for every system, each with its own connection (memcached, Redis: one TCP connection each, no pipelining; rdmakit: one RC connection each). Each point ran %v.", records, value, kvPeerTasks, point),
+		"memcached and Redis run in their own processes on loopback; the rdmakit node runs in this process on its own tcp device (its soft NIC answers the one-sided READs).",
+	)
+	return r, nil
+}

@@ -1,0 +1,185 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/pingcap/go-ycsb/pkg/ycsb"
+	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/pilaf"
+	"github.com/rdmakit/rdmakit/kv/prismkv"
+	"github.com/rdmakit/rdmakit/kv/race"
+	"github.com/rdmakit/rdmakit/smart"
+	"github.com/rdmakit/rdmakit/verbs"
+	"github.com/rdmakit/rdmakit/workload"
+)
+
+// KVDesigns are the store designs, in the order tables show them.
+var KVDesigns = []string{"pilaf", "prism-kv", "race", "smart-ht"}
+
+// kvServer is a store design's node side.
+type kvServer interface {
+	Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error
+	Close() error
+}
+
+// kvClient is a store client that counts its round trips.
+type kvClient interface {
+	kv.Store
+	RoundTrips() uint64
+}
+
+// kvPoll is how the KV clients' pollers wait.
+var kvPoll = verbs.PollAdaptive
+
+// KVNode is one store design's node on a device, with clients on
+// another device: the in-process bed of the KV experiments and the demo.
+type KVNode struct {
+	Design       string
+	node, client verbs.Device
+	npd, cpd     verbs.PD
+	server       kvServer
+	cache        *race.SlotCache
+	ctx          context.Context
+	cancel       context.CancelFunc
+	serving      sync.WaitGroup
+	clients      []kvClient
+}
+
+// NewKVNode starts a node of design on a new device opened at uri (and a
+// client device at the same kind of uri: "tcp://127.0.0.1:0" or a loop
+// fabric prefix "loop://NAME/").
+func NewKVNode(design, uri string, records int64) (*KVNode, error) {
+	open := func(role string) (verbs.Device, verbs.PD, error) {
+		u := uri
+		if len(uri) > 7 && uri[:7] == "loop://" {
+			u = uri + role
+		}
+		d, err := verbs.Open(u)
+		if err != nil {
+			return nil, nil, err
+		}
+		pd, err := d.AllocPD()
+		if err != nil {
+			d.Close()
+			return nil, nil, err
+		}
+		return d, pd, nil
+	}
+	n := &KVNode{Design: design}
+	var err error
+	if n.node, n.npd, err = open("node"); err != nil {
+		return nil, err
+	}
+	if n.client, n.cpd, err = open("client"); err != nil {
+		n.node.Close()
+		return nil, err
+	}
+	slots := int(max(2*records, 1<<14))
+	switch design {
+	case "pilaf":
+		n.server, err = pilaf.NewServer(n.npd, pilaf.Config{Buckets: slots, Memory: int(max(records*256, 16<<20))})
+	case "prism-kv":
+		n.server, err = prismkv.NewServer(n.npd, prismkv.Config{Slots: slots, Memory: int(max(records*512, 64<<20))})
+	case "race", "smart-ht":
+		n.server, err = race.NewServer(n.npd, race.Config{Depth: 4, Memory: int(max(records*512, 64<<20))})
+		if design == "smart-ht" {
+			n.cache = race.NewSlotCache(0)
+		}
+	default:
+		err = fmt.Errorf("no store design %q (want one of %v)", design, KVDesigns)
+	}
+	if err != nil {
+		n.client.Close()
+		n.node.Close()
+		return nil, err
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	return n, nil
+}
+
+// Client connects a new client.
+func (n *KVNode) Client(ctx context.Context) (kvClient, error) {
+	mk := func(d verbs.Device, pd verbs.PD) (verbs.QP, verbs.CQ, error) {
+		cq, err := d.CreateCQ(4096)
+		if err != nil {
+			return nil, nil, err
+		}
+		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq,
+			Cap: verbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 256, MaxInlineData: verbs.DefaultMaxInlineData}})
+		return qp, cq, err
+	}
+	cqp, ccq, err := mk(n.client, n.cpd)
+	if err != nil {
+		return nil, err
+	}
+	sqp, scq, err := mk(n.node, n.npd)
+	if err != nil {
+		return nil, err
+	}
+	if err := verbs.ConnectRC(cqp, verbs.AccessAll, n.node.Address(), sqp.QPN()); err != nil {
+		return nil, err
+	}
+	if err := verbs.ConnectRC(sqp, verbs.AccessAll, n.client.Address(), cqp.QPN()); err != nil {
+		return nil, err
+	}
+	n.serving.Add(1)
+	go func() {
+		defer n.serving.Done()
+		_ = n.server.Serve(n.ctx, sqp, scq)
+	}()
+	var c kvClient
+	switch n.Design {
+	case "pilaf":
+		c, err = pilaf.NewClient(ctx, n.cpd, cqp, ccq, pilaf.ClientConfig{Poll: kvPoll})
+	case "prism-kv":
+		c, err = prismkv.NewClient(ctx, n.cpd, cqp, ccq, prismkv.ClientConfig{Poll: kvPoll})
+	case "race":
+		c, err = race.NewClient(ctx, n.cpd, cqp, ccq, race.ClientConfig{Poll: kvPoll})
+	case "smart-ht":
+		c, err = race.NewClient(ctx, n.cpd, cqp, ccq, race.ClientConfig{Cache: n.cache, Poll: kvPoll,
+			Backoff: &smart.BackoffConfig{Dynamic: true}})
+	}
+	if err != nil {
+		return nil, err
+	}
+	n.clients = append(n.clients, c)
+	return c, nil
+}
+
+// DBs returns k go-ycsb DBs on new clients, and the clients.
+func (n *KVNode) DBs(ctx context.Context, k int) ([]ycsb.DB, []kvClient, error) {
+	var dbs []ycsb.DB
+	var cs []kvClient
+	for i := 0; i < k; i++ {
+		c, err := n.Client(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		dbs = append(dbs, workload.DB{Store: c})
+		cs = append(cs, c)
+	}
+	return dbs, cs, nil
+}
+
+// Trips sums the round trips of cs.
+func trips(cs []kvClient) uint64 {
+	var t uint64
+	for _, c := range cs {
+		t += c.RoundTrips()
+	}
+	return t
+}
+
+// Close stops the node and its clients.
+func (n *KVNode) Close() {
+	for _, c := range n.clients {
+		c.Close()
+	}
+	n.cancel()
+	n.serving.Wait()
+	n.server.Close()
+	n.client.Close()
+	n.node.Close()
+}
