@@ -38,7 +38,7 @@ type link struct {
 	// read syscall for nothing; the link's goroutine still reads as soon
 	// as the socket is readable.
 	emptyAt atomic.Int64
-	done     chan struct{}
+	done    chan struct{}
 
 	// Reading: whoever holds tok reads the socket without blocking — the
 	// link's own goroutine after the poller wakes it, or an application
