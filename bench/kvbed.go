@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/pingcap/go-ycsb/pkg/ycsb"
 	"github.com/rdmakit/rdmakit/kv"
@@ -22,6 +23,7 @@ var KVDesigns = []string{"pilaf", "prism-kv", "race", "smart-ht"}
 type kvServer interface {
 	Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error
 	Close() error
+	CPU() time.Duration
 }
 
 // kvClient is a store client that counts its round trips.
@@ -171,6 +173,9 @@ func trips(cs []kvClient) uint64 {
 	}
 	return t
 }
+
+// CPU is the time the node's own threads spent on the store.
+func (n *KVNode) CPU() time.Duration { return n.server.CPU() }
 
 // Close stops the node and its clients.
 func (n *KVNode) Close() {

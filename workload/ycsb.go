@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -97,7 +98,26 @@ func (y *YCSB) newCore() (ycsb.Workload, error) {
 		set(k, v)
 	}
 	measureOnce.Do(func() { measurement.InitMeasure(p) }) // read-modify-writes report to it
-	return ycsb.GetWorkloadCreator("core").Create(p)
+	return quietly(func() (ycsb.Workload, error) { return ycsb.GetWorkloadCreator("core").Create(p) })
+}
+
+var stdoutMu sync.Mutex
+
+// quietly runs f with os.Stdout on /dev/null: go-ycsb's core workload
+// prints its key distribution to standard output when it is created,
+// which would land in the middle of a command's table.
+func quietly(f func() (ycsb.Workload, error)) (ycsb.Workload, error) {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return f()
+	}
+	defer null.Close()
+	stdoutMu.Lock()
+	defer stdoutMu.Unlock()
+	saved := os.Stdout
+	os.Stdout = null
+	defer func() { os.Stdout = saved }()
+	return f()
 }
 
 // DB adapts a kv.Store to go-ycsb's DB: a record is one field whose bytes

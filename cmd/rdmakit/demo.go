@@ -2,133 +2,58 @@ package main
 
 import (
 	"fmt"
-	"runtime"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rdmakit/rdmakit/bench/perf"
-	"github.com/rdmakit/rdmakit/verbs"
+	"github.com/rdmakit/rdmakit/bench"
 )
-
-// demoSizes are the bandwidth sizes the demo shows beside 8 bytes.
-var demoSizes = []int{4 << 10, 64 << 10}
-
-// demoKinds explains each operation in a few words.
-var demoKinds = map[perf.Op]string{
-	perf.Read:  "one-sided: fetch remote bytes",
-	perf.Write: "one-sided: store remote bytes",
-	perf.Send:  "two-sided: peer posts a RECV",
-	perf.CAS:   "8-byte atomic compare-and-swap",
-	perf.FAA:   "8-byte atomic fetch-and-add",
-}
 
 func newDemoCmd() *cobra.Command {
 	var (
+		keys     int64
 		duration time.Duration
-		poll     string
+		out      string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "A short tour: latency and throughput of every verbs operation over the loop fabric",
-		Args:  cobra.NoArgs,
+		Short: "The tour: four key-value stores on remote memory (Pilaf, PRISM-KV, RACE, Smart-HT) under YCSB",
+		Long: `demo starts an embedded memory node (the in-process loop fabric), loads --keys keys into
+each of the four key-value stores and runs YCSB-A (zipfian) and YCSB-C (uniform) on each for
+--duration, with a progress bar. It prints a table and writes results/kv-demo.{md,json,png}.
+"rdmakit demo verbs" is the tour of the verbs themselves.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := pollFlag(poll)
+			if duration <= 0 || keys <= 0 {
+				return fmt.Errorf("--duration and --keys must be positive")
+			}
+			bench.KVDemoRecords = keys
+			r, paths, err := bench.Run(cmd.Context(), "kv-demo", bench.Options{Duration: duration, OutDir: out,
+				Progress: progressWriter(cmd)})
 			if err != nil {
 				return err
 			}
-			if duration <= 0 {
-				return fmt.Errorf("--duration must be positive")
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "rdmakit demo: %d keys in each of four key-value stores on an embedded node, YCSB for %v per row\n\n", keys, duration)
+			fmt.Fprintln(w, bench.Table(r))
+			fmt.Fprint(w, `What the columns mean:
+  rate         operations per second, from 8 goroutines over 4 connections
+  p50, p99     time one operation takes: half finish within p50, 99% within p99
+  round_trips  request lists and RPCs per operation: Pilaf GET = READ entry + READ extent,
+               PRISM-KV GET = 1 indirect READ, RACE GET = buckets + block, Smart-HT = 1 on a cache hit
+  node_cpu     the node's own CPU per operation: Pilaf's PUT handlers, PRISM-KV's free-list
+               restocking; one-sided operations cost it nothing (its NIC serves them)
+`)
+			for _, p := range paths {
+				fmt.Fprintln(w, "wrote", p)
 			}
-			return runDemo(cmd, duration, p)
+			fmt.Fprintln(w, "More: rdmakit bench run kv-ycsb (over tcp), rdmakit bench run kv-peers (vs memcached and Redis), docs/kv.md")
+			return nil
 		},
 	}
-	cmd.Flags().DurationVar(&duration, "duration", 250*time.Millisecond, "measuring time per number")
-	cmd.Flags().StringVar(&poll, "poll", "adaptive", "polling policy: adaptive, busy or event")
+	cmd.Flags().Int64Var(&keys, "keys", 100000, "keys loaded into each store")
+	cmd.Flags().DurationVar(&duration, "duration", 2*time.Second, "measuring time per workload and store")
+	cmd.Flags().StringVar(&out, "out", "results", "directory for kv-demo.{md,json,png} (empty: none)")
+	cmd.AddCommand(newDemoVerbsCmd())
 	return cmd
-}
-
-// demoRow holds one operation's numbers; nil entries were not measured.
-type demoRow struct {
-	lat  *perf.Measurement
-	rate *perf.Measurement
-	bw   []*perf.Measurement
-}
-
-func runDemo(cmd *cobra.Command, d time.Duration, poll verbs.PollPolicy) error {
-	client, server, err := perfURIs("")
-	if err != nil {
-		return err
-	}
-	pair, err := perf.Open(perf.Config{Client: client, Server: server, Poll: poll})
-	if err != nil {
-		return err
-	}
-	defer pair.Close()
-	cfg := pair.Config()
-	ctx, stop := cmd.Context(), perf.Stop{Duration: d}
-	measure := func(c perf.Cell) (*perf.Measurement, error) {
-		m, err := pair.Measure(ctx, c, stop)
-		return &m, err
-	}
-	rows := map[perf.Op]*demoRow{}
-	for _, op := range perf.Ops {
-		r := &demoRow{}
-		rows[op] = r
-		if r.lat, err = measure(perf.Cell{Op: op, Test: perf.Lat, Size: 8}); err != nil {
-			return err
-		}
-		if r.rate, err = measure(perf.Cell{Op: op, Test: perf.BW, Size: 8}); err != nil {
-			return err
-		}
-		for _, n := range demoSizes {
-			var m *perf.Measurement
-			if !op.Atomic() {
-				if m, err = measure(perf.Cell{Op: op, Test: perf.BW, Size: n}); err != nil {
-					return err
-				}
-			}
-			r.bw = append(r.bw, m)
-		}
-	}
-
-	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "rdmakit demo: verbs between two nodes of the in-process %s fabric\n", pair.Transport())
-	fmt.Fprintf(w, "RC queue pair %s -> %s, poll %v, GOMAXPROCS %d, %v per number\n\n",
-		cfg.Client, cfg.Server, cfg.Poll, runtime.GOMAXPROCS(0), d)
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprint(tw, "OP\tWHAT IT IS\tLAT p50\tLAT p99\tRATE 8 B")
-	for _, n := range demoSizes {
-		fmt.Fprintf(tw, "\tBW %d KiB", n>>10)
-	}
-	fmt.Fprintln(tw)
-	for _, op := range perf.Ops {
-		r := rows[op]
-		fmt.Fprintf(tw, "%s\t%s\t%.3f µs\t%.3f µs\t%.2f Mops", op.Opcode(), demoKinds[op],
-			float64(r.lat.Lat.P50)/1e3, float64(r.lat.Lat.P99)/1e3, r.rate.Mops())
-		for _, m := range r.bw {
-			if m == nil {
-				fmt.Fprint(tw, "\t—")
-			} else {
-				fmt.Fprintf(tw, "\t%.2f GB/s", m.GBps())
-			}
-		}
-		fmt.Fprintln(tw)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, `
-What the numbers mean:
-  LAT p50/p99  time from posting one 8-byte request to polling its completion; half the
-               requests finish within p50, 99%% within p99 (SEND: half an echoed round trip)
-  RATE 8 B     millions of 8-byte operations per second with %d in flight, one completion
-               per %d requests (selective signaling)
-  BW n KiB     payload bytes per second (1 GB = 10^9 B) with the same window
-  —            atomics are 8 bytes only
-Both nodes run in this process, so these are the software NIC's costs (copies, locks,
-completion queues), not a network's. More: rdmakit perf --help, rdmakit bench run perf --quick
-`, cfg.Window, cfg.Batch)
-	return nil
 }

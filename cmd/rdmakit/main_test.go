@@ -27,7 +27,17 @@ func mustContain(t *testing.T, out string, wants ...string) {
 }
 
 func TestDemo(t *testing.T) {
-	out, errs, code := execute(t, "demo", "--duration", "5ms")
+	out, errs, code := execute(t, "demo", "--keys", "2000", "--duration", "50ms", "--out", "")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	mustContain(t, out, "| store | workload | rate [ops/s] | p50 [µs] | p99 [µs] | round_trips | node_cpu [µs/op] |",
+		"| pilaf | A zipfian |", "| prism-kv | C uniform |", "| race | A zipfian |", "| smart-ht | C uniform |",
+		"What the columns mean")
+}
+
+func TestDemoVerbs(t *testing.T) {
+	out, errs, code := execute(t, "demo", "verbs", "--duration", "5ms")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -114,6 +124,7 @@ func TestErrors(t *testing.T) {
 		{"bench", "run"},
 		{"nonsense"},
 		{"demo", "--duration", "0s"},
+		{"demo", "verbs", "--duration", "0s"},
 		{"node", "--mem", "lots"},
 		{"node", "--mem", "100", "--mrs", "3"},
 		{"node", "--access", "exec"},

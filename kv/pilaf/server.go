@@ -9,6 +9,8 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/rpc"
@@ -68,7 +70,22 @@ type Server struct {
 	qhead      int
 	entryBuf   [entrySize]byte
 	tear       bool // tests: write entries and extents a few bytes at a time
+	cpu        atomic.Int64
 }
+
+// timed counts the time h runs as the node's CPU.
+func (s *Server) timed(h rpc.Handler) rpc.Handler {
+	return func(req, resp []byte) (int, error) {
+		t0 := time.Now()
+		n, err := h(req, resp)
+		s.cpu.Add(int64(time.Since(t0)))
+		return n, err
+	}
+}
+
+// CPU is the time the node's CPU spent serving PUTs and DELETEs (its
+// handlers; GETs cost it nothing: clients READ).
+func (s *Server) CPU() time.Duration { return time.Duration(s.cpu.Load()) }
 
 type freed struct {
 	off   uint64
@@ -90,8 +107,8 @@ func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, pd: pd, mr: mr, index: mr.Bytes()[:cfg.Buckets*entrySize], heap: heap, bump: heap,
 		rpc: rpc.NewServer(rpc.ServerConfig{MaxMessage: maxMessage, Recvs: 32})}
 	s.rpc.Handle(methodInfo, s.info)
-	s.rpc.Handle(methodPut, s.put)
-	s.rpc.Handle(methodDelete, s.del)
+	s.rpc.Handle(methodPut, s.timed(s.put))
+	s.rpc.Handle(methodDelete, s.timed(s.del))
 	return s, nil
 }
 

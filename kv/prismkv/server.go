@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmakit/rdmakit/prism"
@@ -74,7 +75,13 @@ type Server struct {
 	stop   chan struct{}
 	done   chan struct{}
 	closed sync.Once
+	cpu    atomic.Int64
 }
+
+// CPU is the time the node's CPU spent on the store: restocking the free
+// lists and recycling returned items (clients' operations cost it
+// nothing; its NIC executes them).
+func (s *Server) CPU() time.Duration { return time.Duration(s.cpu.Load()) }
 
 // methodInfo answers the layout: region address, rkey, slots, empty item
 // address, return ring address and slots, smallest buffer.
@@ -140,6 +147,7 @@ func (s *Server) restock() {
 			return
 		case <-t.C:
 		}
+		t0 := time.Now()
 		if _, err := s.ring.Drain(s.pool); err != nil {
 			slog.Warn("prismkv: return ring", "err", err)
 		}
@@ -157,6 +165,7 @@ func (s *Server) restock() {
 		} else if err != nil {
 			slog.Warn("prismkv: restock", "err", err)
 		}
+		s.cpu.Add(int64(time.Since(t0)))
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/rpc"
@@ -36,7 +38,12 @@ type Server struct {
 	heap uint64
 	mu   sync.Mutex
 	bump uint64
+	cpu  atomic.Int64
 }
+
+// CPU is the time the node's CPU spent on the store: handing out memory
+// (every table operation is a client's one-sided operation).
+func (s *Server) CPU() time.Duration { return time.Duration(s.cpu.Load()) }
 
 // NewServer lays out a node in a new region of pd: the directory and its
 // first subtables.
@@ -68,7 +75,12 @@ func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
 		binary.NativeEndian.PutUint64(b[dirOff+8*i:], mkDir(mr.Addr()+off, uint(cfg.Depth), 0))
 	}
 	s.rpc.Handle(methodInfo, s.info)
-	s.rpc.Handle(methodAlloc, s.allocRPC)
+	s.rpc.Handle(methodAlloc, func(req, resp []byte) (int, error) {
+		t0 := time.Now()
+		n, err := s.allocRPC(req, resp)
+		s.cpu.Add(int64(time.Since(t0)))
+		return n, err
+	})
 	return s, nil
 }
 
