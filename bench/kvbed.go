@@ -2,35 +2,20 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/pingcap/go-ycsb/pkg/ycsb"
-	"github.com/rdmakit/rdmakit/kv"
-	"github.com/rdmakit/rdmakit/kv/pilaf"
-	"github.com/rdmakit/rdmakit/kv/prismkv"
 	"github.com/rdmakit/rdmakit/kv/race"
-	"github.com/rdmakit/rdmakit/smart"
+	"github.com/rdmakit/rdmakit/kv/stores"
 	"github.com/rdmakit/rdmakit/verbs"
 	"github.com/rdmakit/rdmakit/workload"
 )
 
 // KVDesigns are the store designs, in the order tables show them.
-var KVDesigns = []string{"pilaf", "prism-kv", "race", "smart-ht"}
+var KVDesigns = stores.Designs
 
-// kvServer is a store design's node side.
-type kvServer interface {
-	Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error
-	Close() error
-	CPU() time.Duration
-}
-
-// kvClient is a store client that counts its round trips.
-type kvClient interface {
-	kv.Store
-	RoundTrips() uint64
-}
+type kvClient = stores.Client
 
 // kvPoll is how the KV clients' pollers wait.
 var kvPoll = verbs.PollAdaptive
@@ -41,7 +26,7 @@ type KVNode struct {
 	Design       string
 	node, client verbs.Device
 	npd, cpd     verbs.PD
-	server       kvServer
+	server       stores.Server
 	cache        *race.SlotCache
 	ctx          context.Context
 	cancel       context.CancelFunc
@@ -78,19 +63,9 @@ func NewKVNode(design, uri string, records int64) (*KVNode, error) {
 		n.node.Close()
 		return nil, err
 	}
-	slots := int(max(2*records, 1<<14))
-	switch design {
-	case "pilaf":
-		n.server, err = pilaf.NewServer(n.npd, pilaf.Config{Buckets: slots, Memory: int(max(records*256, 16<<20))})
-	case "prism-kv":
-		n.server, err = prismkv.NewServer(n.npd, prismkv.Config{Slots: slots, Memory: int(max(records*512, 64<<20))})
-	case "race", "smart-ht":
-		n.server, err = race.NewServer(n.npd, race.Config{Depth: 4, Memory: int(max(records*512, 64<<20))})
-		if design == "smart-ht" {
-			n.cache = race.NewSlotCache(0)
-		}
-	default:
-		err = fmt.Errorf("no store design %q (want one of %v)", design, KVDesigns)
+	n.server, err = stores.NewServer(design, n.npd, records)
+	if design == "smart-ht" {
+		n.cache = race.NewSlotCache(0)
 	}
 	if err != nil {
 		n.client.Close()
@@ -109,7 +84,7 @@ func (n *KVNode) Client(ctx context.Context) (kvClient, error) {
 			return nil, nil, err
 		}
 		qp, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq,
-			Cap: verbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 256, MaxInlineData: verbs.DefaultMaxInlineData}})
+			Cap: stores.QPCap})
 		return qp, cq, err
 	}
 	cqp, ccq, err := mk(n.client, n.cpd)
@@ -131,18 +106,7 @@ func (n *KVNode) Client(ctx context.Context) (kvClient, error) {
 		defer n.serving.Done()
 		_ = n.server.Serve(n.ctx, sqp, scq)
 	}()
-	var c kvClient
-	switch n.Design {
-	case "pilaf":
-		c, err = pilaf.NewClient(ctx, n.cpd, cqp, ccq, pilaf.ClientConfig{Poll: kvPoll})
-	case "prism-kv":
-		c, err = prismkv.NewClient(ctx, n.cpd, cqp, ccq, prismkv.ClientConfig{Poll: kvPoll})
-	case "race":
-		c, err = race.NewClient(ctx, n.cpd, cqp, ccq, race.ClientConfig{Poll: kvPoll})
-	case "smart-ht":
-		c, err = race.NewClient(ctx, n.cpd, cqp, ccq, race.ClientConfig{Cache: n.cache, Poll: kvPoll,
-			Backoff: &smart.BackoffConfig{Dynamic: true}})
-	}
+	c, err := stores.NewClient(ctx, n.Design, n.cpd, cqp, ccq, stores.ClientOptions{Poll: kvPoll, Cache: n.cache})
 	if err != nil {
 		return nil, err
 	}

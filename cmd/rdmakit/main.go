@@ -1,10 +1,15 @@
 // Command rdmakit is rdmakit's command-line tool: a demo, a memory node,
+// key-value store nodes and clients,
 // perftest-style measurements of verbs devices (in one process or against
 // a node), the experiment harness and version information.
 //
 // Usage:
 //
-//	rdmakit demo
+//	rdmakit demo [--keys 100000] [--duration 2s]
+//	rdmakit demo verbs
+//	rdmakit kv serve [--store pilaf|prism-kv|race|smart-ht] [--listen HOST:PORT] [--device URI]
+//	rdmakit kv get|put|del --node HOST:PORT [--store S] KEY [VALUE]
+//	rdmakit kv bench --node HOST:PORT [--store S] [--workload a|b|c|d|f] [--load]
 //	rdmakit node [--uri tcp://HOST:PORT] [--cm HOST:PORT] [--mem 64MiB] [--mrs N] [--metrics HOST:PORT] [--echo]
 //	rdmakit perf [--uri URI] [--op read|write|send|cas|faa|all] [--test lat|bw|both] [--sizes 8-1048576]
 //	rdmakit perf --connect HOST:PORT [--op …] [--test …] [--size N]

@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // execute runs the command line and returns its stdout and stderr.
@@ -153,5 +155,64 @@ func TestParseBytes(t *testing.T) {
 	}
 	if s := formatBytes(16 << 20); s != "16 MiB" {
 		t.Errorf("formatBytes = %q", s)
+	}
+}
+
+func TestKVCommands(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	for _, store := range []string{"prism-kv", "pilaf", "race"} {
+		t.Run(store, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			served := make(chan int, 1)
+			var sout, serr bytes.Buffer
+			go func() {
+				served <- run(ctx, []string{"kv", "serve", "--store", store, "--listen", addr, "--keys", "10000"}, &sout, &serr)
+			}()
+			defer func() {
+				cancel()
+				if code := <-served; code != 0 {
+					t.Errorf("serve exited %d: %s", code, serr.String())
+				}
+			}()
+			kv := func(args ...string) (string, int) {
+				var out, errs bytes.Buffer
+				for i := 0; i < 50; i++ { // the node may still be starting
+					out.Reset()
+					errs.Reset()
+					code := run(context.Background(), append(append([]string{"kv"}, args...), "--node", addr, "--store", store), &out, &errs)
+					if code == 0 || !strings.Contains(errs.String(), "unreachable") {
+						return out.String() + errs.String(), code
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				return out.String() + errs.String(), -1
+			}
+			if out, code := kv("put", "hello", "world"); code != 0 {
+				t.Fatalf("put: %d %s", code, out)
+			}
+			if out, code := kv("get", "hello"); code != 0 || out != "world\n" {
+				t.Fatalf("get: %d %q", code, out)
+			}
+			if out, code := kv("del", "hello"); code != 0 {
+				t.Fatalf("del: %d %s", code, out)
+			}
+			if out, code := kv("get", "hello"); code != 1 || !strings.Contains(out, "not found") {
+				t.Fatalf("get after del: %d %q", code, out)
+			}
+			out, code := kv("bench", "--workload", "a", "--records", "500", "--duration", "100ms", "--load", "--conns", "2", "--tasks", "4")
+			if code != 0 {
+				t.Fatalf("bench: %d %s", code, out)
+			}
+			mustContain(t, out, "loaded 500 records", "ops/s", "p50", "round trips", "errors       0")
+		})
+	}
+	var out, errs bytes.Buffer
+	if code := run(context.Background(), []string{"kv", "get", "x", "--node", addr, "--timeout", "500ms"}, &out, &errs); code == 0 {
+		t.Errorf("get from no node succeeded: %s", out.String())
 	}
 }

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/pingcap/go-ycsb/pkg/ycsb"
+	"github.com/spf13/cobra"
+
+	"github.com/rdmakit/rdmakit/cm"
+	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/race"
+	"github.com/rdmakit/rdmakit/kv/stores"
+	"github.com/rdmakit/rdmakit/verbs"
+	"github.com/rdmakit/rdmakit/workload"
+)
+
+func newKVCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kv",
+		Short: "Key-value stores on remote memory: serve a node, get, put, delete, benchmark",
+		Long: `A node serves one store design (pilaf, prism-kv, race or smart-ht) from its memory:
+
+  rdmakit kv serve --store prism-kv --listen 127.0.0.1:7470
+  rdmakit kv put --node 127.0.0.1:7470 --store prism-kv hello world
+  rdmakit kv get --node 127.0.0.1:7470 --store prism-kv hello
+  rdmakit kv bench --node 127.0.0.1:7470 --store prism-kv --workload c --load
+
+Clients connect through the node's connection manager (--listen) and then talk to its memory
+with one-sided operations over the verbs device (--device, tcp by default). RACE and
+Smart-HT share a node layout: a race node serves smart-ht clients too.`,
+	}
+	cmd.AddCommand(newKVServeCmd(), newKVGetCmd(), newKVPutCmd(), newKVDelCmd(), newKVBenchCmd())
+	return cmd
+}
+
+// layout is the node layout a design's clients need.
+func layout(design string) string {
+	if design == "smart-ht" {
+		return "race"
+	}
+	return design
+}
+
+func newKVServeCmd() *cobra.Command {
+	var store, device, listen string
+	var keys int64
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve a key-value store node until interrupted",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			dev, err := verbs.Open(device)
+			if err != nil {
+				return err
+			}
+			defer dev.Close()
+			pd, err := dev.AllocPD()
+			if err != nil {
+				return err
+			}
+			srv, err := stores.NewServer(layout(store), pd, keys)
+			if err != nil {
+				return err
+			}
+			l, err := cm.Listen(ctx, dev, listen)
+			if err != nil {
+				return err
+			}
+			defer l.Close()
+			fmt.Fprintf(cmd.OutOrStdout(), "serving %s for about %d keys: connect to %s (verbs device %s)\n", layout(store), keys, l.Addr(), dev.Address())
+			sctx, cancel := context.WithCancel(ctx)
+			var serving sync.WaitGroup
+			defer func() { cancel(); serving.Wait(); srv.Close() }()
+			for {
+				req, err := l.Accept(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				if want := layout(store); string(req.PrivateData()) != want && string(req.PrivateData()) != store {
+					req.Reject(fmt.Sprintf("this node serves %s, not %q", want, req.PrivateData()))
+					continue
+				}
+				cq, err := dev.CreateCQ(4096)
+				if err != nil {
+					req.Reject("out of resources")
+					continue
+				}
+				conn, err := req.Accept(ctx, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap, Access: verbs.AccessAll})
+				if err != nil {
+					slog.Warn("kv serve: accept", "peer", req.PeerAddress(), "err", err)
+					continue
+				}
+				serving.Add(1)
+				go func() {
+					defer serving.Done()
+					if err := srv.Serve(sctx, conn.QP(), cq); err != nil && sctx.Err() == nil {
+						slog.Info("kv serve: connection ends", "peer", conn.PeerAddress(), "err", err)
+					}
+					conn.Close()
+				}()
+			}
+		},
+	}
+	cmd.Flags().StringVar(&store, "store", "prism-kv", "store design: pilaf, prism-kv, race or smart-ht")
+	cmd.Flags().StringVar(&device, "device", "tcp://127.0.0.1:0", "verbs device the node's memory is reached through")
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7470", "connection manager address clients dial")
+	cmd.Flags().Int64Var(&keys, "keys", 1000000, "keys the node is sized for")
+	return cmd
+}
+
+// kvConn is a client connection to a node.
+type kvConn struct {
+	dev    verbs.Device
+	conns  []*cm.Conn
+	stores []stores.Client
+}
+
+func (k *kvConn) Close() {
+	for _, s := range k.stores {
+		s.Close()
+	}
+	for _, c := range k.conns {
+		c.Close()
+	}
+	k.dev.Close()
+}
+
+// dialKV opens n client connections of design to the node at addr.
+func dialKV(ctx context.Context, design, device, addr string, n int) (*kvConn, error) {
+	dev, err := verbs.Open(device)
+	if err != nil {
+		return nil, err
+	}
+	k := &kvConn{dev: dev}
+	pd, err := dev.AllocPD()
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	var cache *race.SlotCache
+	if design == "smart-ht" {
+		cache = race.NewSlotCache(0)
+	}
+	for i := 0; i < n; i++ {
+		cq, err := dev.CreateCQ(4096)
+		if err != nil {
+			k.Close()
+			return nil, err
+		}
+		c, err := cm.Dial(ctx, dev, addr, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap, Access: verbs.AccessAll,
+			PrivateData: []byte(design)})
+		if err != nil {
+			k.Close()
+			return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
+		}
+		k.conns = append(k.conns, c)
+		s, err := stores.NewClient(ctx, design, pd, c.QP(), cq, stores.ClientOptions{Cache: cache})
+		if err != nil {
+			k.Close()
+			return nil, err
+		}
+		k.stores = append(k.stores, s)
+	}
+	return k, nil
+}
+
+// kvClientFlags are the flags every client command takes.
+type kvClientFlags struct {
+	store, device, node string
+	timeout             time.Duration
+}
+
+func (f *kvClientFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.store, "store", "prism-kv", "store design: pilaf, prism-kv, race or smart-ht")
+	cmd.Flags().StringVar(&f.device, "device", "tcp://127.0.0.1:0", "this client's verbs device (the node must reach it)")
+	cmd.Flags().StringVar(&f.node, "node", "127.0.0.1:7470", "the node's connection manager address")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on the whole command")
+}
+
+func (f *kvClientFlags) run(cmd *cobra.Command, do func(ctx context.Context, s kv.Store) error) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	defer cancel()
+	k, err := dialKV(ctx, f.store, f.device, f.node, 1)
+	if err != nil {
+		return err
+	}
+	defer k.Close()
+	return do(ctx, k.stores[0])
+}
+
+func newKVGetCmd() *cobra.Command {
+	var f kvClientFlags
+	cmd := &cobra.Command{
+		Use:   "get KEY",
+		Short: "Print the value of KEY (exit status 1 when it has none)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(cmd, func(ctx context.Context, s kv.Store) error {
+				v, err := s.Get(ctx, []byte(args[0]), nil)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", v)
+				return err
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func newKVPutCmd() *cobra.Command {
+	var f kvClientFlags
+	cmd := &cobra.Command{
+		Use:   "put KEY VALUE",
+		Short: "Set the value of KEY",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(cmd, func(ctx context.Context, s kv.Store) error {
+				return s.Put(ctx, []byte(args[0]), []byte(args[1]))
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func newKVDelCmd() *cobra.Command {
+	var f kvClientFlags
+	cmd := &cobra.Command{
+		Use:   "del KEY",
+		Short: "Delete KEY (deleting a missing key is not an error)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(cmd, func(ctx context.Context, s kv.Store) error {
+				return s.Delete(ctx, []byte(args[0]))
+			})
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func newKVBenchCmd() *cobra.Command {
+	var f kvClientFlags
+	var y workload.YCSB
+	var conns int
+	var load bool
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run a YCSB workload (go-ycsb) against a node",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			dctx, cancel := context.WithTimeout(ctx, f.timeout)
+			k, err := dialKV(dctx, f.store, f.device, f.node, conns)
+			cancel()
+			if err != nil {
+				return err
+			}
+			defer k.Close()
+			dbs := make([]ycsb.DB, len(k.stores))
+			for i, s := range k.stores {
+				dbs[i] = workload.DB{Store: s}
+			}
+			w := cmd.OutOrStdout()
+			var wl ycsb.Workload
+			if load {
+				t0 := time.Now()
+				if wl, err = y.Load(ctx, dbs); err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "loaded %d records of %d bytes in %v\n", y.Records, y.ValueSize, time.Since(t0).Round(time.Millisecond))
+			} else if wl, err = y.Load(ctx, nil); err != nil {
+				return err
+			}
+			var trips0 uint64
+			for _, s := range k.stores {
+				trips0 += s.RoundTrips()
+			}
+			r, err := y.Run(ctx, wl, dbs)
+			if err != nil {
+				return err
+			}
+			var trips uint64
+			for _, s := range k.stores {
+				trips += s.RoundTrips()
+			}
+			fmt.Fprintf(w, "%s YCSB-%s (%s), %d tasks over %d connections, %v\n", f.store, y.Workload, y.Distribution, y.Threads, conns, r.Elapsed.Round(time.Millisecond))
+			fmt.Fprintf(w, "  ops/s        %.0f\n  p50          %.1f µs\n  p99          %.1f µs\n  round trips  %.2f per op\n  errors       %d\n",
+				r.Rate(), float64(r.P50)/1e3, float64(r.P99)/1e3, float64(trips-trips0)/float64(max(r.Ops, 1)), r.Errors)
+			if r.FirstErr != nil {
+				fmt.Fprintf(w, "  first error  %v\n", r.FirstErr)
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&y.Workload, "workload", "c", "YCSB workload: a, b, c, d or f")
+	cmd.Flags().StringVar(&y.Distribution, "distribution", "uniform", "key distribution: uniform or zipfian (0.99)")
+	cmd.Flags().Int64Var(&y.Records, "records", 100000, "records in the store")
+	cmd.Flags().IntVar(&y.ValueSize, "value", 64, "value bytes")
+	cmd.Flags().IntVar(&y.Threads, "tasks", 8, "goroutines issuing operations")
+	cmd.Flags().IntVar(&conns, "conns", 4, "client connections the tasks share")
+	cmd.Flags().DurationVar(&y.Duration, "duration", 5*time.Second, "measuring time")
+	cmd.Flags().BoolVar(&load, "load", false, "load the records first")
+	return cmd
+}

@@ -1,0 +1,84 @@
+// Package stores names rdmakit's key-value store designs and builds their
+// node and client sides by name, for the CLI, the experiments and the
+// demo.
+package stores
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/pilaf"
+	"github.com/rdmakit/rdmakit/kv/prismkv"
+	"github.com/rdmakit/rdmakit/kv/race"
+	"github.com/rdmakit/rdmakit/smart"
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// Designs are the store designs, in the order tables show them.
+var Designs = []string{"pilaf", "prism-kv", "race", "smart-ht"}
+
+// Server is a design's node side.
+type Server interface {
+	// Serve serves one client connection until ctx ends.
+	Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error
+	// CPU is the time the node's own threads spent on the store.
+	CPU() time.Duration
+	// Close releases the node's memory; stop serving first.
+	Close() error
+}
+
+// Client is a design's client: a kv.Store that counts its round trips.
+type Client interface {
+	kv.Store
+	// RoundTrips counts request lists and RPCs so far.
+	RoundTrips() uint64
+}
+
+// NewServer lays out a node of design in pd sized for about keys keys.
+func NewServer(design string, pd verbs.PD, keys int64) (Server, error) {
+	slots := int(max(2*keys, 1<<14))
+	switch design {
+	case "pilaf":
+		return pilaf.NewServer(pd, pilaf.Config{Buckets: slots, Memory: int(max(keys*256, 16<<20))})
+	case "prism-kv":
+		return prismkv.NewServer(pd, prismkv.Config{Slots: slots, Memory: int(max(keys*512, 64<<20))})
+	case "race", "smart-ht":
+		return race.NewServer(pd, race.Config{Depth: 4, Memory: int(max(keys*512, 64<<20))})
+	}
+	return nil, fmt.Errorf("%w: no store design %q (want one of %v)", verbs.ErrInvalidArg, design, Designs)
+}
+
+// ClientOptions tune a client.
+type ClientOptions struct {
+	// Poll is how the client's poller waits (default adaptive).
+	Poll verbs.PollPolicy
+	// Cache is Smart-HT's slot cache, shared by the clients of a process
+	// (nil: each Smart-HT client makes its own).
+	Cache *race.SlotCache
+}
+
+// NewClient starts a client of design on qp (connected to the node's
+// Serve, completions on cq).
+func NewClient(ctx context.Context, design string, pd verbs.PD, qp verbs.QP, cq verbs.CQ, o ClientOptions) (Client, error) {
+	switch design {
+	case "pilaf":
+		return pilaf.NewClient(ctx, pd, qp, cq, pilaf.ClientConfig{Poll: o.Poll})
+	case "prism-kv":
+		return prismkv.NewClient(ctx, pd, qp, cq, prismkv.ClientConfig{Poll: o.Poll})
+	case "race":
+		return race.NewClient(ctx, pd, qp, cq, race.ClientConfig{Poll: o.Poll})
+	case "smart-ht":
+		cache := o.Cache
+		if cache == nil {
+			cache = race.NewSlotCache(0)
+		}
+		return race.NewClient(ctx, pd, qp, cq, race.ClientConfig{Poll: o.Poll, Cache: cache,
+			Backoff: &smart.BackoffConfig{Dynamic: true}})
+	}
+	return nil, fmt.Errorf("%w: no store design %q (want one of %v)", verbs.ErrInvalidArg, design, Designs)
+}
+
+// QPCap is the queue sizes a client's connection needs (both ends).
+var QPCap = verbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 256, MaxInlineData: verbs.DefaultMaxInlineData}
