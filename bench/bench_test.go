@@ -341,3 +341,27 @@ func TestQuickSequencerRun(t *testing.T) {
 		}
 	}
 }
+
+func TestQuickKVRuns(t *testing.T) {
+	for _, name := range []string{"kv-ycsb", "kv-demo"} {
+		t.Run(name, func(t *testing.T) {
+			r, _, err := Run(context.Background(), name, Options{Quick: true, Duration: 30 * time.Millisecond, OutDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, rate, rtt := r.Column("store"), r.Column("rate"), r.Column("round_trips")
+			seen := map[string]bool{}
+			for _, row := range r.Rows {
+				seen[row[st].(string)] = true
+				if row[rate].(float64) <= 0 || row[rtt].(float64) < 1 {
+					t.Errorf("row %v", row)
+				}
+			}
+			for _, d := range KVDesigns {
+				if !seen[d] {
+					t.Errorf("no %s row", d)
+				}
+			}
+		})
+	}
+}
