@@ -17,8 +17,9 @@ var KVDesigns = stores.Designs
 
 type kvClient = stores.Client
 
-// kvPoll is how the KV clients' pollers wait.
-var kvPoll = verbs.PollAdaptive
+// kvPoll is how the KV clients' pollers wait: parked on completion
+// events, since several pollers share 2 cores.
+var kvPoll = verbs.PollEvent
 
 // KVNode is one store design's node on a device, with clients on
 // another device: the in-process bed of the KV experiments and the demo.
@@ -106,7 +107,7 @@ func (n *KVNode) Client(ctx context.Context) (kvClient, error) {
 		defer n.serving.Done()
 		_ = n.server.Serve(n.ctx, sqp, scq)
 	}()
-	c, err := stores.NewClient(ctx, n.Design, n.cpd, cqp, ccq, stores.ClientOptions{Poll: kvPoll, Cache: n.cache})
+	c, err := stores.NewClient(ctx, n.Design, n.cpd, cqp, ccq, stores.ClientOptions{Poll: kvPoll, Cache: n.cache, Slots: 64})
 	if err != nil {
 		return nil, err
 	}

@@ -54,6 +54,9 @@ func NewServer(design string, pd verbs.PD, keys int64) (Server, error) {
 type ClientOptions struct {
 	// Poll is how the client's poller waits (default adaptive).
 	Poll verbs.PollPolicy
+	// Slots is how many operations the client runs at once (default
+	// 16): the tasks sharing the client beyond that wait.
+	Slots int
 	// Cache is Smart-HT's slot cache, shared by the clients of a process
 	// (nil: each Smart-HT client makes its own).
 	Cache *race.SlotCache
@@ -64,17 +67,17 @@ type ClientOptions struct {
 func NewClient(ctx context.Context, design string, pd verbs.PD, qp verbs.QP, cq verbs.CQ, o ClientOptions) (Client, error) {
 	switch design {
 	case "pilaf":
-		return pilaf.NewClient(ctx, pd, qp, cq, pilaf.ClientConfig{Poll: o.Poll})
+		return pilaf.NewClient(ctx, pd, qp, cq, pilaf.ClientConfig{Poll: o.Poll, Slots: o.Slots})
 	case "prism-kv":
-		return prismkv.NewClient(ctx, pd, qp, cq, prismkv.ClientConfig{Poll: o.Poll})
+		return prismkv.NewClient(ctx, pd, qp, cq, prismkv.ClientConfig{Poll: o.Poll, Slots: o.Slots})
 	case "race":
-		return race.NewClient(ctx, pd, qp, cq, race.ClientConfig{Poll: o.Poll})
+		return race.NewClient(ctx, pd, qp, cq, race.ClientConfig{Poll: o.Poll, Slots: o.Slots})
 	case "smart-ht":
 		cache := o.Cache
 		if cache == nil {
 			cache = race.NewSlotCache(0)
 		}
-		return race.NewClient(ctx, pd, qp, cq, race.ClientConfig{Poll: o.Poll, Cache: cache,
+		return race.NewClient(ctx, pd, qp, cq, race.ClientConfig{Poll: o.Poll, Slots: o.Slots, Cache: cache,
 			Backoff: &smart.BackoffConfig{Dynamic: true}})
 	}
 	return nil, fmt.Errorf("%w: no store design %q (want one of %v)", verbs.ErrInvalidArg, design, Designs)
