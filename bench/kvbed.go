@@ -96,7 +96,7 @@ func (n *KVNode) Client(ctx context.Context) (kvClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := verbs.ConnectRC(cqp, verbs.AccessAll, n.node.Address(), sqp.QPN()); err != nil {
+	if err := stores.ConnectClient(cqp, n.node.Address(), sqp.QPN()); err != nil {
 		return nil, err
 	}
 	if err := verbs.ConnectRC(sqp, verbs.AccessAll, n.client.Address(), cqp.QPN()); err != nil {

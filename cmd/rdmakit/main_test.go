@@ -159,14 +159,17 @@ func TestParseBytes(t *testing.T) {
 }
 
 func TestKVCommands(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	freeAddr := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
 	}
-	addr := l.Addr().String()
-	l.Close()
 	for _, store := range []string{"prism-kv", "pilaf", "race"} {
 		t.Run(store, func(t *testing.T) {
+			addr := freeAddr()
 			ctx, cancel := context.WithCancel(context.Background())
 			served := make(chan int, 1)
 			var sout, serr bytes.Buffer
@@ -212,7 +215,7 @@ func TestKVCommands(t *testing.T) {
 		})
 	}
 	var out, errs bytes.Buffer
-	if code := run(context.Background(), []string{"kv", "get", "x", "--node", addr, "--timeout", "500ms"}, &out, &errs); code == 0 {
+	if code := run(context.Background(), []string{"kv", "get", "x", "--node", freeAddr(), "--timeout", "500ms"}, &out, &errs); code == 0 {
 		t.Errorf("get from no node succeeded: %s", out.String())
 	}
 }

@@ -185,7 +185,9 @@ type node struct {
 	live     map[*nodeConn]struct{} // established connections, for the prober
 	active   atomic.Int64           // connections being served
 	accepted atomic.Uint64          // connections established, ever
-	rejected atomic.Uint64          // requests refused or failed, ever
+	// handshakes counts the connections whose cm handshake is under way.
+	handshakes sync.WaitGroup
+	rejected   atomic.Uint64 // requests refused or failed, ever
 }
 
 // nodeInfo is the node's JSON announcement.
@@ -298,6 +300,7 @@ func runNode(ctx context.Context, w io.Writer, f *nodeFlags) (err error) {
 		}
 		n.conns.Add(1)
 		n.active.Add(1)
+		n.handshakes.Add(1)
 		go func() {
 			defer n.conns.Done()
 			defer n.active.Add(-1)
@@ -305,9 +308,12 @@ func runNode(ctx context.Context, w io.Writer, f *nodeFlags) (err error) {
 		}()
 	}
 
-	// Graceful shutdown: stop accepting, end the connections, close the
-	// device (deferred).
+	// Graceful shutdown: stop accepting, let the handshakes under way
+	// finish (closing the listener would cut them, though their clients
+	// may already hold their ends), end the connections, close the device
+	// (deferred).
 	n.log.Info("node shutting down", "connections", n.active.Load())
+	n.handshakes.Wait()
 	n.ln.Close()
 	cancel()
 	n.conns.Wait()

@@ -52,6 +52,12 @@ func (n *node) serveConn(ctx context.Context, req *cm.Request) {
 	log := n.log.With("peer", req.PeerAddress(), "peer_qpn", req.PeerQPN())
 	c := &nodeConn{n: n}
 	defer c.release()
+	handshaking := true
+	defer func() {
+		if handshaking {
+			n.handshakes.Done()
+		}
+	}()
 	if err := c.setup(); err != nil {
 		n.rejected.Add(1)
 		log.Error("connection setup", "err", err)
@@ -59,12 +65,17 @@ func (n *node) serveConn(ctx context.Context, req *cm.Request) {
 		return
 	}
 	cfg := n.cfg
-	conn, err := req.Accept(ctx, cm.Options{
+	// A shutdown does not cut a handshake short: the client may already
+	// hold its end (the listener's timeout bounds the handshake), and the
+	// connection then counts, and ends as soon as it is served.
+	conn, err := req.Accept(context.WithoutCancel(ctx), cm.Options{
 		PD: n.pd, SendCQ: c.cq, RecvCQ: c.cq, SRQ: c.srq,
 		Cap:         verbs.QPCap{MaxSendWR: cfg.recv + 1, MaxSendSGE: 1, MaxRecvSGE: 1},
 		Access:      cfg.mrAccess,
 		PrivateData: n.private,
 	})
+	handshaking = false
+	n.handshakes.Done()
 	if err != nil {
 		n.rejected.Add(1)
 		log.Warn("connection failed", "err", err)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rdmakit/rdmakit/kv/stores"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -77,7 +78,7 @@ func (b *Bed) Connect(t testing.TB, sendWRs, recvWRs int, serve func(ctx context
 	}
 	cqp, ccq := mk(b.Dev, b.PD)
 	sqp, scq := mk(b.Node, b.NodePD)
-	if err := verbs.ConnectRC(cqp, verbs.AccessAll, b.Node.Address(), sqp.QPN()); err != nil {
+	if err := stores.ConnectClient(cqp, b.Node.Address(), sqp.QPN()); err != nil {
 		t.Fatal(err)
 	}
 	if err := verbs.ConnectRC(sqp, verbs.AccessAll, b.Dev.Address(), cqp.QPN()); err != nil {

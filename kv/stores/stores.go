@@ -85,3 +85,20 @@ func NewClient(ctx context.Context, design string, pd verbs.PD, qp verbs.QP, cq 
 
 // QPCap is the queue sizes a client's connection needs (both ends).
 var QPCap = verbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 256, MaxInlineData: verbs.DefaultMaxInlineData}
+
+// ConnectClient moves a client's RC QP from RESET to RTS, connected to
+// the node's QP destQPN at dest, the way the stores want it: full access,
+// and RNR retried forever, so that a PRISM-KV ALLOCATE that finds its
+// free list empty waits for the node to restock instead of failing the
+// connection.
+func ConnectClient(qp verbs.QP, dest string, destQPN uint32) error {
+	if qp.State() == verbs.StateReset {
+		if err := qp.Modify(verbs.QPAttr{State: verbs.StateInit, Access: verbs.AccessAll}); err != nil {
+			return err
+		}
+	}
+	if err := qp.Modify(verbs.QPAttr{State: verbs.StateRTR, Dest: dest, DestQPN: destQPN}); err != nil {
+		return err
+	}
+	return qp.Modify(verbs.QPAttr{State: verbs.StateRTS, RNRRetry: verbs.InfiniteRNRRetry})
+}
