@@ -27,14 +27,23 @@ func init() {
 }
 
 var kvColumns = []Column{
-	{Name: "store"}, {Name: "workload"}, {Name: "tasks"}, {Name: "rate", Unit: "Mops"},
+	{Name: "store"}, {Name: "workload"}, {Name: "tasks"}, {Name: "connections"}, {Name: "rate", Unit: "Mops"},
 	{Name: "p50", Unit: "µs"}, {Name: "p99", Unit: "µs"}, {Name: "round_trips"},
 }
 
-// kvRun loads records into design's node (tcp) and runs each workload.
+// kvRun is one workload run: tasks goroutines over conns client
+// connections (0: kvConns, at most tasks).
 type kvRun struct {
 	y     workload.YCSB
 	tasks int
+	conns int
+}
+
+func (r kvRun) connections() int {
+	if r.conns > 0 {
+		return min(r.conns, r.tasks)
+	}
+	return min(kvConns, r.tasks)
 }
 
 // kvSizes are the record count and value size of a run.
@@ -51,17 +60,22 @@ func measureKV(ctx context.Context, design string, records int64, value int, run
 		return err
 	}
 	defer n.Close()
-	maxTasks := 0
+	conns := 1
 	for _, r := range runs {
-		maxTasks = max(maxTasks, r.tasks)
+		conns = max(conns, r.connections())
 	}
-	conns := min(maxTasks, kvConns)
 	dbs, cs, err := n.DBs(ctx, conns)
 	if err != nil {
 		return err
 	}
+	// Load through the first connection (8 goroutines), so that a
+	// one-connection run finds its client's caches warm.
+	loaders := make([]ycsb.DB, 8)
+	for i := range loaders {
+		loaders[i] = dbs[0]
+	}
 	load := workload.YCSB{Workload: "a", Records: records, ValueSize: value}
-	if _, err := load.Load(ctx, dbs); err != nil {
+	if _, err := load.Load(ctx, loaders); err != nil {
 		return fmt.Errorf("%s: %w", design, err)
 	}
 	for _, r := range runs {
@@ -72,7 +86,7 @@ func measureKV(ctx context.Context, design string, records int64, value int, run
 			return err
 		}
 		t0 := trips(cs)
-		res, err := y.Run(ctx, wl, dbs[:min(len(dbs), r.tasks)])
+		res, err := y.Run(ctx, wl, dbs[:r.connections()])
 		if err != nil {
 			return fmt.Errorf("%s, YCSB-%s: %w", design, y.Workload, err)
 		}
@@ -80,6 +94,10 @@ func measureKV(ctx context.Context, design string, records int64, value int, run
 	}
 	return nil
 }
+
+// fig7Workers is the connections (Smart's workers, each with its own QP)
+// of the RACE vs Smart-HT sweep: the tasks spread over up to 8.
+const fig7Workers = 8
 
 // kvConns is the client connections of a KV run: one, shared by all its
 // tasks, as an RDMA application shares a QP among its coroutines (their
@@ -100,10 +118,10 @@ func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
 	getP50 := map[string]float64{}
 	fig7 := map[string]float64{}
 	for _, d := range KVDesigns {
-		runs := []kvRun{{c, 1}, {c, 8}, {a, 8}}
+		runs := []kvRun{{c, 1, 0}, {c, 8, 0}, {a, 8, 0}}
 		if d == "race" || d == "smart-ht" {
 			for _, t := range taskCounts {
-				runs = append(runs, kvRun{a, t})
+				runs = append(runs, kvRun{a, t, fig7Workers})
 			}
 		}
 		err := measureKV(ctx, d, records, value, runs, func(run kvRun, res workload.Result, rtt float64) {
@@ -111,7 +129,7 @@ func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
 			if run.y.Workload == "a" {
 				name = "A zipfian"
 			}
-			r.AddRow(d, name, run.tasks, res.Rate()/1e6, us(res.P50), us(res.P99), rtt)
+			r.AddRow(d, name, run.tasks, run.connections(), res.Rate()/1e6, us(res.P50), us(res.P99), rtt)
 			if run.y.Workload == "c" && run.tasks == 1 {
 				getP50[d] = us(res.P50) // unloaded: one GET at a time
 			}
@@ -126,7 +144,7 @@ func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
 	}
 	r.Meta.Transport = "tcp"
 	r.Notes = append(r.Notes,
-		fmt.Sprintf("%d records of %d-byte values, loaded through go-ycsb v1.0.1's core workload, which also generates the operations (YCSB-C: 100%% reads, uniform keys; YCSB-A: 50%% reads, 50%% updates, scrambled zipfian 0.99). Each point ran %v; tasks are goroutines issuing operations, all over one client connection (RC QP) with up to 64 operations in flight.", records, value, point),
+		fmt.Sprintf("%d records of %d-byte values, loaded through go-ycsb v1.0.1's core workload, which also generates the operations (YCSB-C: 100%% reads, uniform keys; YCSB-A: 50%% reads, 50%% updates, scrambled zipfian 0.99). Each point ran %v; tasks are goroutines issuing operations over the given client connections (RC QPs, up to 64 operations in flight each): one for the YCSB-C and YCSB-A rows, up to %d (Smart's workers) in the RACE vs Smart-HT sweep.", records, value, point, fig7Workers),
 		"The node (its soft NIC, and for Pilaf its RPC handlers) runs in this process on its own tcp device; the clients on another. p50 and p99 are per-operation latency; round_trips is request lists plus RPCs per operation, counted by the clients.",
 	)
 	if p, ok := getP50["prism-kv"]; ok && getP50["pilaf"] > 0 {
@@ -200,7 +218,7 @@ func runKVPeers(ctx context.Context, env *Env) (*Result, error) {
 	}
 	bar.Add(1)
 	for _, d := range KVDesigns {
-		err := measureKV(ctx, d, records, value, []kvRun{{y, kvPeerTasks}}, func(_ kvRun, res workload.Result, _ float64) {
+		err := measureKV(ctx, d, records, value, []kvRun{{y, kvPeerTasks, 0}}, func(_ kvRun, res workload.Result, _ float64) {
 			rows = append(rows, out{d, res})
 		})
 		if err != nil {

@@ -156,11 +156,13 @@ func (l *link) Flush() error {
 		}
 		l.dev.waitOpen(l.address)
 	}
-	// Let the goroutines that are ready to post append their requests
-	// first (one yield, free when nobody else is runnable): concurrent
-	// posters then share one write, the software doorbell batching of
-	// requests from many tasks.
-	runtime.Gosched()
+	// With other requests in flight (concurrent posters), let the
+	// goroutines that are ready to post append their requests first: one
+	// yield, and they share this write, the software doorbell batching of
+	// requests from many tasks. A lone request is written at once.
+	if l.pending.Load() > 1 {
+		runtime.Gosched()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for !l.writing && len(l.out) > 0 && !l.dead {
