@@ -21,6 +21,11 @@ type kvClient = stores.Client
 // events, since several pollers share 2 cores.
 var kvPoll = verbs.PollEvent
 
+// kvLatencyPoll is how a lone latency-measuring client waits: it spins a
+// while (2,000 polls, then 200 yields) before it parks, as a
+// latency-sensitive application would.
+var kvLatencyPoll = verbs.PollPolicy{Spin: 2000, Yield: 200, Park: true}
+
 // KVNode is one store design's node on a device, with clients on
 // another device: the in-process bed of the KV experiments and the demo.
 type KVNode struct {
@@ -77,8 +82,11 @@ func NewKVNode(design, uri string, records int64) (*KVNode, error) {
 	return n, nil
 }
 
-// Client connects a new client.
-func (n *KVNode) Client(ctx context.Context) (kvClient, error) {
+// Client connects a new client polling as kvPoll says.
+func (n *KVNode) Client(ctx context.Context) (kvClient, error) { return n.ClientPolling(ctx, kvPoll) }
+
+// ClientPolling connects a new client whose poller waits as poll says.
+func (n *KVNode) ClientPolling(ctx context.Context, poll verbs.PollPolicy) (kvClient, error) {
 	mk := func(d verbs.Device, pd verbs.PD) (verbs.QP, verbs.CQ, error) {
 		cq, err := d.CreateCQ(4096)
 		if err != nil {
@@ -107,7 +115,7 @@ func (n *KVNode) Client(ctx context.Context) (kvClient, error) {
 		defer n.serving.Done()
 		_ = n.server.Serve(n.ctx, sqp, scq)
 	}()
-	c, err := stores.NewClient(ctx, n.Design, n.cpd, cqp, ccq, stores.ClientOptions{Poll: kvPoll, Cache: n.cache, Slots: 64})
+	c, err := stores.NewClient(ctx, n.Design, n.cpd, cqp, ccq, stores.ClientOptions{Poll: poll, Cache: n.cache, Slots: 64})
 	if err != nil {
 		return nil, err
 	}

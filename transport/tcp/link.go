@@ -28,6 +28,7 @@ type link struct {
 	out     []byte
 	spare   []byte
 	writing bool
+	queued  int64 // requests in out, not yet written
 	dead    bool
 	err     error
 
@@ -136,6 +137,7 @@ func (l *link) Append(r *nic.Request) error {
 	l.out = appendRequest(l.out, r)
 	if !r.Datagram {
 		l.pending.Add(1)
+		l.queued++
 	}
 	return nil
 }
@@ -156,11 +158,14 @@ func (l *link) Flush() error {
 		}
 		l.dev.waitOpen(l.address)
 	}
-	// With other requests in flight (concurrent posters), let the
+	// With requests of earlier posts on the wire (concurrent posters), let the
 	// goroutines that are ready to post append their requests first: one
 	// yield, and they share this write, the software doorbell batching of
 	// requests from many tasks. A lone request is written at once.
-	if l.pending.Load() > 1 {
+	l.mu.Lock()
+	onWire := l.pending.Load() - l.queued
+	l.mu.Unlock()
+	if onWire > 0 {
 		runtime.Gosched()
 	}
 	l.mu.Lock()
@@ -169,6 +174,7 @@ func (l *link) Flush() error {
 		l.writing = true
 		buf := l.out
 		l.out = l.spare[:0]
+		l.queued = 0
 		l.mu.Unlock()
 		err := l.write(buf)
 		l.mu.Lock()
