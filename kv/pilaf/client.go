@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -208,27 +206,7 @@ func (c *Client) Delete(ctx context.Context, key []byte) error {
 }
 
 // mapErr turns RPC and connection errors into kv's.
-func (c *Client) mapErr(err error) error {
-	var re *rpc.RemoteError
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.As(err, &re):
-		for _, known := range []error{kv.ErrFull, kv.ErrTooLarge} {
-			if strings.HasPrefix(re.Msg, known.Error()) {
-				return fmt.Errorf("%w: %s", known, re.Msg)
-			}
-		}
-		return err
-	case errors.Is(err, rpc.ErrClosed) && c.closed.Load():
-		return kv.ErrClosed
-	case errors.Is(err, kv.ErrUnreachable), errors.Is(err, kv.ErrNotFound):
-		return err
-	}
-	return fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
-}
+func (c *Client) mapErr(err error) error { return remote.MapErr(err, c.closed.Load()) }
 
 // RoundTrips counts the client's round trips to the node so far: request
 // lists of one-sided operations and RPCs.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math/bits"
 	"sync"
@@ -478,19 +477,7 @@ func (c *Client) returnBatch(bufs []prism.Returned) ([]prism.Returned, error) {
 }
 
 // mapErr turns RPC and connection errors into kv's.
-func (c *Client) mapErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.Is(err, kv.ErrUnreachable), errors.Is(err, kv.ErrNotFound), errors.Is(err, kv.ErrFull):
-		return err
-	case c.closed.Load():
-		return kv.ErrClosed
-	}
-	return fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
-}
+func (c *Client) mapErr(err error) error { return remote.MapErr(err, c.closed.Load()) }
 
 // RoundTrips counts the client's round trips to the node so far: request
 // lists of one-sided operations and RPCs.

@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/kvtest"
 	"github.com/rdmakit/rdmakit/kv/prismkv"
-	"github.com/rdmakit/rdmakit/transport/loop"
 	_ "github.com/rdmakit/rdmakit/transport/tcp"
 )
 
@@ -35,14 +32,6 @@ func node(t *testing.T, scheme string, cfg prismkv.Config, clients int) (*kvtest
 	return b, srv, cs
 }
 
-func stores(cs []*prismkv.Client) []kv.Store {
-	out := make([]kv.Store, len(cs))
-	for i, c := range cs {
-		out[i] = c
-	}
-	return out
-}
-
 func TestBasic(t *testing.T) {
 	for _, scheme := range []string{"loop", "tcp"} {
 		t.Run(scheme, func(t *testing.T) {
@@ -55,34 +44,15 @@ func TestBasic(t *testing.T) {
 func TestLinearizable(t *testing.T) {
 	t.Run("loop", func(t *testing.T) {
 		_, _, cs := node(t, "loop", prismkv.Config{Slots: 1024, Memory: 32 << 20}, 4)
-		kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{})
+		kvtest.Linearizable(t, kvtest.Stores(cs), kvtest.LinConfig{})
 	})
 	t.Run("loop-faults", func(t *testing.T) {
 		b, _, cs := node(t, "loop", prismkv.Config{Slots: 1024, Memory: 32 << 20}, 4)
-		f := loop.Get(b.Fabric)
-		kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{Faults: func(stop <-chan struct{}) {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					f.SetLatency("client", "node", 0)
-					f.Resume("node")
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
-				switch i % 3 {
-				case 0:
-					f.SetLatency("client", "node", time.Duration(i%7)*50*time.Microsecond)
-				case 1:
-					f.Pause("node")
-					time.Sleep(2 * time.Millisecond)
-					f.Resume("node")
-				}
-			}
-		}})
+		kvtest.Linearizable(t, kvtest.Stores(cs), kvtest.LinConfig{Faults: kvtest.LoopFaults(b.Fabric)})
 	})
 	t.Run("tcp", func(t *testing.T) {
 		_, _, cs := node(t, "tcp", prismkv.Config{Slots: 1024, Memory: 32 << 20}, 4)
-		kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{})
+		kvtest.Linearizable(t, kvtest.Stores(cs), kvtest.LinConfig{})
 	})
 }
 

@@ -729,25 +729,7 @@ func (c *Client) freeBlock(addr uint64, n int, reachable bool) {
 }
 
 // mapErr turns RPC and connection errors into kv's.
-func (c *Client) mapErr(err error) error {
-	var re *rpc.RemoteError
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
-	case errors.As(err, &re):
-		if bytes.HasPrefix([]byte(re.Msg), []byte(kv.ErrFull.Error())) {
-			return fmt.Errorf("%w: %s", kv.ErrFull, re.Msg)
-		}
-		return fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
-	case errors.Is(err, kv.ErrUnreachable), errors.Is(err, kv.ErrNotFound), errors.Is(err, kv.ErrFull):
-		return err
-	case c.closed.Load():
-		return kv.ErrClosed
-	}
-	return fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
-}
+func (c *Client) mapErr(err error) error { return remote.MapErr(err, c.closed.Load()) }
 
 // RoundTrips counts the client's round trips to the node so far: request
 // lists of one-sided operations and RPCs.

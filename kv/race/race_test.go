@@ -10,7 +10,6 @@ import (
 	"github.com/rdmakit/rdmakit/kv/kvtest"
 	"github.com/rdmakit/rdmakit/kv/race"
 	"github.com/rdmakit/rdmakit/smart"
-	"github.com/rdmakit/rdmakit/transport/loop"
 	_ "github.com/rdmakit/rdmakit/transport/tcp"
 )
 
@@ -39,14 +38,6 @@ func node(t *testing.T, scheme string, cfg race.Config, clients int, cache *race
 		cs = append(cs, c)
 	}
 	return b, srv, cs
-}
-
-func stores(cs []*race.Client) []kv.Store {
-	out := make([]kv.Store, len(cs))
-	for i, c := range cs {
-		out[i] = c
-	}
-	return out
 }
 
 func TestBasic(t *testing.T) {
@@ -92,7 +83,7 @@ func TestLinearizable(t *testing.T) {
 		}
 		t.Run(name+"/loop", func(t *testing.T) {
 			_, _, cs := node(t, "loop", race.Config{Depth: 1}, 4, cache)
-			kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{})
+			kvtest.Linearizable(t, kvtest.Stores(cs), kvtest.LinConfig{})
 			if cache != nil {
 				hits, misses := cache.Stats()
 				t.Logf("speculative lookups: %d hits, %d misses", hits, misses)
@@ -104,7 +95,7 @@ func TestLinearizable(t *testing.T) {
 		t.Run(name+"/loop-resizing", func(t *testing.T) {
 			_, srv, cs := node(t, "loop", race.Config{Depth: 1}, 6, cache)
 			fill1, fill2 := grow(t, cs[4], "a", 50000), grow(t, cs[5], "b", 50000)
-			kvtest.Linearizable(t, stores(cs[:4]), kvtest.LinConfig{Ops: 20000, Keys: 64, Faults: func(stop <-chan struct{}) {
+			kvtest.Linearizable(t, kvtest.Stores(cs[:4]), kvtest.LinConfig{Ops: 20000, Keys: 64, Faults: func(stop <-chan struct{}) {
 				done := make(chan struct{})
 				go func() { fill1(stop); close(done) }()
 				fill2(stop)
@@ -117,30 +108,11 @@ func TestLinearizable(t *testing.T) {
 		})
 		t.Run(name+"/loop-faults", func(t *testing.T) {
 			b, _, cs := node(t, "loop", race.Config{Depth: 1}, 4, cache)
-			f := loop.Get(b.Fabric)
-			kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{Faults: func(stop <-chan struct{}) {
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						f.SetLatency("client", "node", 0)
-						f.Resume("node")
-						return
-					case <-time.After(5 * time.Millisecond):
-					}
-					switch i % 3 {
-					case 0:
-						f.SetLatency("client", "node", time.Duration(i%7)*50*time.Microsecond)
-					case 1:
-						f.Pause("node")
-						time.Sleep(2 * time.Millisecond)
-						f.Resume("node")
-					}
-				}
-			}})
+			kvtest.Linearizable(t, kvtest.Stores(cs), kvtest.LinConfig{Faults: kvtest.LoopFaults(b.Fabric)})
 		})
 		t.Run(name+"/tcp", func(t *testing.T) {
 			_, _, cs := node(t, "tcp", race.Config{Depth: 1}, 4, cache)
-			kvtest.Linearizable(t, stores(cs), kvtest.LinConfig{})
+			kvtest.Linearizable(t, kvtest.Stores(cs), kvtest.LinConfig{})
 		})
 	}
 }

@@ -6,10 +6,13 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/rpc"
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -180,3 +183,29 @@ func (o *Ops) post(wrs []verbs.SendWR) error {
 
 // Close deregisters the buffers; call it once the connection is closed.
 func (o *Ops) Close() error { return o.mr.Deregister() }
+
+// MapErr turns the errors of a store client's RPCs and one-sided
+// requests into kv's: a handler's kv.ErrFull or kv.ErrTooLarge comes back
+// as itself, a closed client's failure as kv.ErrClosed, a context's end as
+// its error, and any other failure as kv.ErrUnreachable.
+func MapErr(err error, closed bool) error {
+	var re *rpc.RemoteError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &re):
+		for _, known := range []error{kv.ErrFull, kv.ErrTooLarge} {
+			if strings.HasPrefix(re.Msg, known.Error()) {
+				return fmt.Errorf("%w: %s", known, re.Msg)
+			}
+		}
+		return fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
+	case errors.Is(err, kv.ErrUnreachable), errors.Is(err, kv.ErrNotFound), errors.Is(err, kv.ErrFull), errors.Is(err, kv.ErrTooLarge):
+		return err
+	case closed:
+		return kv.ErrClosed
+	}
+	return fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
+}
