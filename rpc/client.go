@@ -3,7 +3,9 @@ package rpc
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,19 +72,20 @@ type call struct {
 // Client makes calls over the SEND/RECV path of one connection. Calls are
 // safe from any number of goroutines; at most Slots are in flight.
 type Client struct {
-	cfg    ClientConfig
-	qp     verbs.QP
-	cq     verbs.CQ
-	mr     verbs.MR
-	free   chan int
-	mu     sync.Mutex
-	calls  []call
-	closed atomic.Bool
-	cancel context.CancelFunc
-	done   chan struct{}
-	err    error
-	sent   atomic.Uint64 // SENDs posted: every 16th is signaled, to free send-queue slots
-	life   sync.RWMutex  // calls hold it shared while they use the buffers; Close exclusively
+	cfg     ClientConfig
+	qp      verbs.QP
+	cq      verbs.CQ
+	mr      verbs.MR
+	free    chan int
+	mu      sync.Mutex
+	calls   []call
+	closed  atomic.Bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error
+	errOnce sync.Once
+	sent    atomic.Uint64 // SENDs posted: every 16th is signaled, to free send-queue slots
+	life    sync.RWMutex  // calls hold it shared while they use the buffers; Close exclusively
 
 	// Requests are posted by combining: a caller appends its SEND to
 	// pending; whoever finds nobody posting posts everything pending as
@@ -278,6 +281,33 @@ func (c *Client) submitHerd(slot, ln int, signal verbs.SendFlags) {
 	c.submit(msg, end)
 }
 
+// post posts wrs, waiting out a full send queue: the requests already
+// accepted stay posted, the rest go again once completions polled here
+// (or by the poller) have freed room. It gives up when the connection
+// fails.
+func (c *Client) post(wrs []verbs.SendWR) error {
+	for spins := 0; ; spins++ {
+		err := c.qp.PostSend(wrs)
+		var pe *verbs.PostError
+		if err == nil || !errors.As(err, &pe) || !errors.Is(err, verbs.ErrQueueFull) {
+			return err
+		}
+		wrs = wrs[pe.Index:]
+		if c.Progress() == 0 {
+			select {
+			case <-c.done:
+				return err
+			default:
+			}
+			if spins < 64 {
+				runtime.Gosched()
+			} else {
+				time.Sleep(10 * time.Microsecond)
+			}
+		}
+	}
+}
+
 // submit queues wr and, unless another caller is posting, posts
 // everything queued as one list. A failed post fails the calls it carried.
 func (c *Client) submit(wrs ...verbs.SendWR) {
@@ -292,7 +322,7 @@ func (c *Client) submit(wrs ...verbs.SendWR) {
 		batch := c.pending
 		c.pending = c.spare[:0]
 		c.pmu.Unlock()
-		err := c.qp.PostSend(batch)
+		err := c.post(batch)
 		c.pmu.Lock()
 		if err != nil {
 			c.mu.Lock()
@@ -317,39 +347,69 @@ func (c *Client) poll(ctx context.Context) {
 	defer close(c.done)
 	wc := make([]verbs.WC, 64)
 	one := make([]verbs.RecvWR, 1)
-	size := c.cfg.MaxMessage
 	for {
 		k, err := verbs.PollWait(ctx, c.cq, wc, c.cfg.Poll)
 		if err != nil {
-			c.err = err
+			c.fail(err)
 			return
 		}
 		for i := 0; i < k; i++ {
-			w := &wc[i]
-			if w.Status == verbs.StatusSkipped && w.ID&ForeignID != 0 && c.cfg.Foreign != nil {
-				c.cfg.Foreign(w) // a chained request that did not run: not an error
-				continue
-			}
-			if w.Status != verbs.StatusSuccess {
-				c.err = fmt.Errorf("rpc: client connection: %v: %w", w.Opcode, w.Status.Err())
-				return
-			}
-			if w.Opcode != verbs.WCRecv {
-				if w.ID&ForeignID != 0 && c.cfg.Foreign != nil {
-					c.cfg.Foreign(w)
-				}
-				continue
-			}
-			j := int(w.ID)
-			msg := c.mr.Bytes()[j*size : j*size+int(w.ByteLen)]
-			c.deliver(msg)
-			one[0] = verbs.RecvWR{ID: uint64(j), SGL: []verbs.SGE{c.recvSGE(j)}}
-			if err := c.qp.PostRecv(one); err != nil {
-				c.err = err
+			if err := c.handle(&wc[i], one); err != nil {
+				c.fail(err)
 				return
 			}
 		}
 	}
+}
+
+// Progress polls the client's CQ once on the caller's goroutine and
+// handles what it finds as the poller would, returning how many
+// completions it handled. A caller waiting for its own completion can
+// spin on it instead of waiting for the poller to wake it.
+func (c *Client) Progress() int {
+	var wc [16]verbs.WC
+	var one [1]verbs.RecvWR
+	k, err := c.cq.Poll(wc[:])
+	if err != nil {
+		c.fail(err)
+		return 0
+	}
+	for i := 0; i < k; i++ {
+		if err := c.handle(&wc[i], one[:]); err != nil {
+			c.fail(err)
+			return i
+		}
+	}
+	return k
+}
+
+// fail records the connection's first error and stops the poller.
+func (c *Client) fail(err error) {
+	c.errOnce.Do(func() { c.err = err })
+	c.cancel()
+}
+
+// handle processes one completion; an error fails the connection.
+func (c *Client) handle(w *verbs.WC, one []verbs.RecvWR) error {
+	if w.Status == verbs.StatusSkipped && w.ID&ForeignID != 0 && c.cfg.Foreign != nil {
+		c.cfg.Foreign(w) // a chained request that did not run: not an error
+		return nil
+	}
+	if w.Status != verbs.StatusSuccess {
+		return fmt.Errorf("rpc: client connection: %v: %w", w.Opcode, w.Status.Err())
+	}
+	if w.Opcode != verbs.WCRecv {
+		if w.ID&ForeignID != 0 && c.cfg.Foreign != nil {
+			c.cfg.Foreign(w)
+		}
+		return nil
+	}
+	size := c.cfg.MaxMessage
+	j := int(w.ID)
+	msg := c.mr.Bytes()[j*size : j*size+int(w.ByteLen)]
+	c.deliver(msg)
+	one[0] = verbs.RecvWR{ID: uint64(j), SGL: []verbs.SGE{c.recvSGE(j)}}
+	return c.qp.PostRecv(one)
 }
 
 // deliver matches a response to its call.

@@ -106,7 +106,7 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 	if err != nil {
 		return nil, fmt.Errorf("prismkv: %w", err)
 	}
-	ops, err = remote.New(pd, qp, cfg.Slots, opBuf, rc.Done(), rc.Err)
+	ops, err = remote.New(pd, qp, cfg.Slots, opBuf, rc)
 	if err != nil {
 		rc.Close()
 		return nil, fmt.Errorf("prismkv: %w", err)

@@ -111,7 +111,7 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 	if err != nil {
 		return nil, fmt.Errorf("race: %w", err)
 	}
-	ops, err = remote.New(pd, qp, cfg.Slots+1, opBuf, rc.Done(), rc.Err)
+	ops, err = remote.New(pd, qp, cfg.Slots+1, opBuf, rc)
 	if err != nil {
 		rc.Close()
 		return nil, fmt.Errorf("race: %w", err)

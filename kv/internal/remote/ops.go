@@ -8,9 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/rpc"
@@ -20,14 +22,15 @@ import (
 // Ops is a pool of slots for one-sided request lists. Safe for concurrent
 // use.
 type Ops struct {
-	qp    verbs.QP
-	mr    verbs.MR
-	size  int
-	free  chan int
-	slots []chan verbs.WC
-	done  <-chan struct{}
-	cause func() error
-	trips atomic.Uint64
+	qp       verbs.QP
+	mr       verbs.MR
+	size     int
+	free     chan int
+	slots    []chan verbs.WC
+	done     <-chan struct{}
+	cause    func() error
+	progress func() int
+	trips    atomic.Uint64
 
 	// Lists are posted by combining: a caller appends its list to
 	// pending; whoever finds nobody posting posts everything pending as
@@ -40,15 +43,25 @@ type Ops struct {
 	failed  error // a failed post: the connection is unusable
 }
 
-// New registers slots buffers of size bytes in pd for requests on qp.
-// done closes and cause explains when the connection is gone (an
-// rpc.Client's Done and Err).
-func New(pd verbs.PD, qp verbs.QP, slots, size int, done <-chan struct{}, cause func() error) (*Ops, error) {
+// Conn is what Ops needs of the connection's completion side: an
+// rpc.Client.
+type Conn interface {
+	// Done closes when the connection is gone; Err then says why.
+	Done() <-chan struct{}
+	Err() error
+	// Progress polls the completions once on the caller's goroutine.
+	Progress() int
+}
+
+// New registers slots buffers of size bytes in pd for requests on qp,
+// whose completions conn delivers (through Complete).
+func New(pd verbs.PD, qp verbs.QP, slots, size int, conn Conn) (*Ops, error) {
 	mr, err := pd.AllocMR(slots*size, verbs.AccessLocalWrite)
 	if err != nil {
 		return nil, err
 	}
-	o := &Ops{qp: qp, mr: mr, size: size, free: make(chan int, slots), slots: make([]chan verbs.WC, slots), done: done, cause: cause}
+	o := &Ops{qp: qp, mr: mr, size: size, free: make(chan int, slots), slots: make([]chan verbs.WC, slots),
+		done: conn.Done(), cause: conn.Err, progress: conn.Progress}
 	for i := range o.slots {
 		o.slots[i] = make(chan verbs.WC, 1)
 		o.free <- i
@@ -141,6 +154,32 @@ func (o *Ops) Do(ctx context.Context, s Slot, wrs []verbs.SendWR) (verbs.WC, err
 // Trips counts the request lists run (each one round trip).
 func (o *Ops) Trips() uint64 { return o.trips.Load() }
 
+// postAll posts wrs, waiting out a full send queue: the requests
+// already accepted stay posted, the rest go again once polled
+// completions have freed room.
+func (o *Ops) postAll(wrs []verbs.SendWR) error {
+	for spins := 0; ; spins++ {
+		err := o.qp.PostSend(wrs)
+		var pe *verbs.PostError
+		if err == nil || !errors.As(err, &pe) || !errors.Is(err, verbs.ErrQueueFull) {
+			return err
+		}
+		wrs = wrs[pe.Index:]
+		if o.progress() == 0 {
+			select {
+			case <-o.done:
+				return err
+			default:
+			}
+			if spins < 64 {
+				runtime.Gosched()
+			} else {
+				time.Sleep(10 * time.Microsecond)
+			}
+		}
+	}
+}
+
 // post queues wrs and, unless another caller is posting, posts
 // everything queued as one list.
 func (o *Ops) post(wrs []verbs.SendWR) error {
@@ -160,7 +199,7 @@ func (o *Ops) post(wrs []verbs.SendWR) error {
 		batch := o.pending
 		o.pending = o.spare[:0]
 		o.pmu.Unlock()
-		err := o.qp.PostSend(batch)
+		err := o.postAll(batch)
 		o.pmu.Lock()
 		if err != nil {
 			// The lists of this batch never completes: fail their
