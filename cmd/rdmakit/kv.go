@@ -156,7 +156,7 @@ func dialKV(ctx context.Context, design, device, addr string, n int) (*kvConn, e
 			return nil, err
 		}
 		c, err := cm.Dial(ctx, dev, addr, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap, Access: verbs.AccessAll,
-			RNRRetry: verbs.InfiniteRNRRetry, PrivateData: []byte(design)})
+			MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, PrivateData: []byte(design)})
 		if err != nil {
 			k.Close()
 			return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)

@@ -60,10 +60,10 @@ func TestLinearizable(t *testing.T) {
 // back through the return ring and the node posts them again, so a small
 // memory does not run out.
 func TestItemsRecycled(t *testing.T) {
-	_, srv, cs := node(t, "loop", prismkv.Config{Slots: 64, Memory: 8 << 20, Stock: 256 << 10}, 1)
+	_, srv, cs := node(t, "loop", prismkv.Config{Slots: 64, Memory: 12 << 20, Stock: 256 << 10}, 1)
 	c := cs[0]
 	ctx := context.Background()
-	value := make([]byte, 1000) // 1 KiB class: 20,000 of them need 20 MiB, the node has 8
+	value := make([]byte, 1000) // 1 KiB class: 20,000 of them need 20 MiB, the node has 12
 	for i := 0; i < 20000; i++ {
 		value[0] = byte(i)
 		if err := c.Put(ctx, []byte(fmt.Sprintf("k%d", i%4)), value); err != nil {

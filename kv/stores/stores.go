@@ -88,17 +88,26 @@ var QPCap = verbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 256, MaxInlineData: verbs.De
 
 // ConnectClient moves a client's RC QP from RESET to RTS, connected to
 // the node's QP destQPN at dest, the way the stores want it: full access,
-// and RNR retried forever, so that a PRISM-KV ALLOCATE that finds its
-// free list empty waits for the node to restock instead of failing the
-// connection.
+// and RNR retried RNRRetry times ClientMinRNR apart (about 30 ms), so that
+// a PRISM-KV ALLOCATE that finds its free list empty waits for the node's
+// next restock. Not forever: the buffers the client is returning travel
+// on the same QP, behind the waiting ALLOCATE, so an exhausted node that
+// only those returns could refill would never recover; the connection
+// fails instead (kv.ErrUnreachable).
 func ConnectClient(qp verbs.QP, dest string, destQPN uint32) error {
 	if qp.State() == verbs.StateReset {
 		if err := qp.Modify(verbs.QPAttr{State: verbs.StateInit, Access: verbs.AccessAll}); err != nil {
 			return err
 		}
 	}
-	if err := qp.Modify(verbs.QPAttr{State: verbs.StateRTR, Dest: dest, DestQPN: destQPN}); err != nil {
+	if err := qp.Modify(verbs.QPAttr{State: verbs.StateRTR, Dest: dest, DestQPN: destQPN, MinRNRTimer: ClientMinRNR}); err != nil {
 		return err
 	}
-	return qp.Modify(verbs.QPAttr{State: verbs.StateRTS, RNRRetry: verbs.InfiniteRNRRetry})
+	return qp.Modify(verbs.QPAttr{State: verbs.StateRTS, RNRRetry: ClientRNRRetry})
 }
+
+// The RNR pacing of store clients (ConnectClient, and the kv CLI's dials).
+const (
+	ClientMinRNR   = 5 * time.Millisecond
+	ClientRNRRetry = 6
+)
