@@ -28,7 +28,7 @@ func init() {
 }
 
 var kvColumns = []Column{
-	{Name: "store"}, {Name: "workload"}, {Name: "tasks"}, {Name: "connections"}, {Name: "rate", Unit: "Mops"},
+	{Name: "store"}, {Name: "workload"}, {Name: "value", Unit: "B"}, {Name: "tasks"}, {Name: "connections"}, {Name: "rate", Unit: "Mops"},
 	{Name: "p50", Unit: "µs"}, {Name: "p99", Unit: "µs"}, {Name: "round_trips"},
 }
 
@@ -124,7 +124,7 @@ func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
 	c := workload.YCSB{Workload: "c", Distribution: "uniform", Duration: point}
 	a := workload.YCSB{Workload: "a", Distribution: "zipfian", Duration: point}
 	taskCounts := []int{1, 4, 16, 32}
-	bar := env.Progress(len(KVDesigns)*3+2*len(taskCounts), time.Duration(len(KVDesigns)*3+8)*point, "kv-ycsb")
+	bar := env.Progress(len(KVDesigns)*3+2*len(taskCounts)+4, time.Duration(len(KVDesigns)*3+12)*point, "kv-ycsb")
 	defer bar.Finish()
 	getP50 := map[string]float64{}
 	fig7 := map[string]float64{}
@@ -140,7 +140,7 @@ func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
 			if run.y.Workload == "a" {
 				name = "A zipfian"
 			}
-			r.AddRow(d, name, run.tasks, run.connections(), res.Rate()/1e6, us(res.P50), us(res.P99), rtt)
+			r.AddRow(d, name, value, run.tasks, run.connections(), res.Rate()/1e6, us(res.P50), us(res.P99), rtt)
 			if run.latency {
 				getP50[d] = us(res.P50) // unloaded: one GET at a time
 			}
@@ -153,9 +153,21 @@ func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
 			return nil, err
 		}
 	}
+	// Value sizes: YCSB-C at 8 tasks with 8 B and 512 B values.
+	for _, d := range []string{"pilaf", "prism-kv"} {
+		for _, v := range []int{8, 512} {
+			err := measureKV(ctx, d, records, v, []kvRun{{c, 8, 0, false}}, func(run kvRun, res workload.Result, rtt float64) {
+				r.AddRow(d, "C uniform", v, run.tasks, run.connections(), res.Rate()/1e6, us(res.P50), us(res.P99), rtt)
+			})
+			if err != nil {
+				return nil, err
+			}
+			bar.Add(1)
+		}
+	}
 	r.Meta.Transport = "tcp"
 	r.Notes = append(r.Notes,
-		fmt.Sprintf("%d records of %d-byte values, loaded through go-ycsb v1.0.1's core workload, which also generates the operations (YCSB-C: 100%% reads, uniform keys; YCSB-A: 50%% reads, 50%% updates, scrambled zipfian 0.99). Each point ran %v; tasks are goroutines issuing operations over the given client connections (RC QPs, up to 64 operations in flight each): one for the YCSB-C and YCSB-A rows, up to %d (Smart's workers) in the RACE vs Smart-HT sweep. Their pollers park on completion events, except the first row's (one task), whose client spins 2,000 polls before parking: unloaded latency.", records, value, point, fig7Workers),
+		fmt.Sprintf("%d records of %d-byte values (and 8 B and 512 B in the last rows), loaded through go-ycsb v1.0.1's core workload, which also generates the operations (YCSB-C: 100%% reads, uniform keys; YCSB-A: 50%% reads, 50%% updates, scrambled zipfian 0.99). Each point ran %v; tasks are goroutines issuing operations over the given client connections (RC QPs, up to 64 operations in flight each): one for the YCSB-C and YCSB-A rows, up to %d (Smart's workers) in the RACE vs Smart-HT sweep. Their pollers park on completion events, except the first row's (one task), whose client spins 2,000 polls before parking: unloaded latency.", records, value, point, fig7Workers),
 		"The node (its soft NIC, and for Pilaf its RPC handlers) runs in this process on its own tcp device; the clients on another. p50 and p99 are per-operation latency; round_trips is request lists plus RPCs per operation, counted by the clients.",
 	)
 	if p, ok := getP50["prism-kv"]; ok && getP50["pilaf"] > 0 {
