@@ -169,23 +169,30 @@ func (c *Client) forget(key []byte) {
 	c.cmu.Unlock()
 }
 
-// probe reads slot i: its 16-byte value and, through it, its item. It
-// returns the item's bytes (in s.Buf) and the slot value.
-func (c *Client) probe(ctx context.Context, s remote.Slot, i int) (item []byte, ptr, n uint64, err error) {
+// probe reads, through slot i, its item, and with withSlot also the
+// slot's 16-byte value (which a PUT's CAS compares with; a GET does not
+// need it). It returns the item's bytes (in s.Buf) and the slot value.
+func (c *Client) probe(ctx context.Context, s remote.Slot, i int, withSlot bool) (item []byte, ptr, n uint64, err error) {
 	var wrs [2]verbs.SendWR
 	var sgl [2]verbs.SGE
-	sgl[0] = s.SGE(offSlot, slotSize)
-	wrs[0] = verbs.SendWR{Opcode: verbs.OpRead, SGL: sgl[:1], RemoteAddr: c.slotAddr(i), RKey: c.rkey}
+	k := 0
+	if withSlot {
+		sgl[0] = s.SGE(offSlot, slotSize)
+		wrs[0] = verbs.SendWR{Opcode: verbs.OpRead, SGL: sgl[:1], RemoteAddr: c.slotAddr(i), RKey: c.rkey}
+		k = 1
+	}
 	sgl[1] = s.SGE(offItem, maxItem)
-	prism.IndirectRead(wrs[1:], 0, sgl[1], c.rkey, c.slotAddr(i), true)
-	wc, err := c.ops.Do(ctx, s, wrs[:])
+	prism.IndirectRead(wrs[k:], 0, sgl[1], c.rkey, c.slotAddr(i), true)
+	wc, err := c.ops.Do(ctx, s, wrs[:k+1])
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	if wc.Status != verbs.StatusSuccess {
 		return nil, 0, 0, fmt.Errorf("%w: indirect READ: %w", kv.ErrUnreachable, wc.Status.Err())
 	}
-	ptr, n = binary.NativeEndian.Uint64(s.Buf[offSlot:]), binary.NativeEndian.Uint64(s.Buf[offSlot+8:])
+	if withSlot {
+		ptr, n = binary.NativeEndian.Uint64(s.Buf[offSlot:]), binary.NativeEndian.Uint64(s.Buf[offSlot+8:])
+	}
 	return s.Buf[offItem : offItem+int(wc.ByteLen)], ptr, n, nil
 }
 
@@ -199,10 +206,11 @@ type found struct {
 	value  []byte // in the slot's buffer
 }
 
-func (c *Client) find(ctx context.Context, s remote.Slot, key []byte) (found, error) {
+// Without withSlot (a GET) the slot values are not read.
+func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot bool) (found, error) {
 	start := int(kv.Hash(key) % uint64(c.nslots))
 	if e, ok := c.lookupCache(key); ok {
-		item, ptr, n, err := c.probe(ctx, s, e.slot)
+		item, ptr, n, err := c.probe(ctx, s, e.slot, withSlot)
 		if err != nil {
 			return found{}, err
 		}
@@ -215,7 +223,7 @@ func (c *Client) find(ctx context.Context, s remote.Slot, key []byte) (found, er
 	c.lookups.Add(1)
 	rereads := 0
 	for i, b := 0, start; i < c.nslots; i, b = i+1, (b+1)%c.nslots {
-		item, ptr, n, err := c.probe(ctx, s, b)
+		item, ptr, n, err := c.probe(ctx, s, b, withSlot)
 		if err != nil {
 			return found{}, err
 		}
@@ -234,7 +242,13 @@ func (c *Client) find(ctx context.Context, s remote.Slot, key []byte) (found, er
 			return found{slot: b, ptr: ptr, n: n}, nil
 		}
 		if bytes.Equal(k, key) {
-			c.remember(key, cached{slot: b, ptr: ptr, n: n})
+			if withSlot {
+				c.remember(key, cached{slot: b, ptr: ptr, n: n})
+			} else if _, ok := c.lookupCache(key); !ok {
+				// The slot, with an unknown value: a PUT guesses, and its
+				// CAS tells the value (one more round trip).
+				c.remember(key, cached{slot: b})
+			}
 			return found{slot: b, ptr: ptr, n: n, exists: true, flags: fl, value: v}, nil
 		}
 	}
@@ -255,7 +269,7 @@ func (c *Client) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 	if err != nil {
 		return dst, c.mapErr(err)
 	}
-	f, err := c.find(ctx, s, key)
+	f, err := c.find(ctx, s, key, false)
 	if err != nil {
 		return dst, c.mapErr(err) // the slot is not ours any more
 	}
@@ -304,7 +318,7 @@ func (c *Client) install(ctx context.Context, key, value []byte, flags byte) err
 		slot, oldPtr, oldN = e.slot, e.ptr, e.n // skip the lookup: a wrong guess fails the CAS, which tells the truth
 		c.hits.Add(1)
 	} else {
-		f, err := c.find(ctx, s, key)
+		f, err := c.find(ctx, s, key, true)
 		if err != nil {
 			return c.mapErr(err)
 		}
@@ -359,7 +373,7 @@ func (c *Client) install(ctx context.Context, key, value []byte, flags byte) err
 			// The slot was empty when we looked (another key may have
 			// taken it), or our cached guess is off: look again.
 			c.forget(key)
-			f, err := c.find(ctx, s, key)
+			f, err := c.find(ctx, s, key, true)
 			if err != nil {
 				return c.mapErr(err)
 			}
