@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"text/tabwriter"
 	"time"
 
@@ -43,6 +45,7 @@ func newBenchRunCmd() *cobra.Command {
 		out       string
 		transport string
 		poll      string
+		cpuprof   string
 	)
 	cmd := &cobra.Command{
 		Use:   "run NAME",
@@ -64,6 +67,17 @@ func newBenchRunCmd() *cobra.Command {
 			}
 			if duration < 0 {
 				return fmt.Errorf("--duration %v is negative", duration)
+			}
+			if cpuprof != "" {
+				f, err := os.Create(cpuprof)
+				if err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return fmt.Errorf("--cpuprofile: %w", err)
+				}
+				defer pprof.StopCPUProfile()
 			}
 			r, paths, err := bench.Run(cmd.Context(), args[0], bench.Options{
 				Duration: duration, Quick: quick, OutDir: out, Transport: transport, Poll: p,
@@ -89,5 +103,6 @@ func newBenchRunCmd() *cobra.Command {
 	fl.StringVar(&out, "out", "results", "directory for NAME.json, NAME.md and NAME.png")
 	fl.StringVar(&transport, "transport", "", "device URI base, e.g. loop://lab (default: a fresh loop fabric)")
 	fl.StringVar(&poll, "poll", "adaptive", "polling policy: adaptive, busy or event")
+	fl.StringVar(&cpuprof, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	return cmd
 }

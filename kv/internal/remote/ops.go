@@ -33,9 +33,9 @@ type Ops struct {
 	trips    atomic.Uint64
 
 	// Lists are posted by combining: a caller appends its list to
-	// pending; whoever finds nobody posting posts everything pending as
-	// one PostSend (one doorbell, one frame on tcp) for all the callers
-	// waiting then.
+	// pending; whoever finds nobody posting yields once, then posts
+	// everything pending as one PostSend (one doorbell, one frame on tcp)
+	// for all the callers waiting then.
 	pmu     sync.Mutex
 	pending []verbs.SendWR
 	spare   []verbs.SendWR
@@ -195,6 +195,14 @@ func (o *Ops) post(wrs []verbs.SendWR) error {
 		return nil
 	}
 	o.posting = true
+	// Let the callers that are ready to post (tasks just woken by the
+	// same batch of completions) append their lists first: one yield, and
+	// they share this doorbell — one PostSend, one frame on tcp. Without
+	// it the first of them posts alone and the rest post as a second
+	// batch right behind it.
+	o.pmu.Unlock()
+	runtime.Gosched()
+	o.pmu.Lock()
 	for len(o.pending) > 0 && o.failed == nil {
 		batch := o.pending
 		o.pending = o.spare[:0]
