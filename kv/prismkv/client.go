@@ -25,8 +25,8 @@ type ClientConfig struct {
 	// Slots is the number of operations in flight at once (default 16).
 	// The QP needs room for about 5×Slots send requests.
 	Slots int
-	// CacheKeys bounds the slot cache (default 1<<16 keys; negative turns
-	// it off).
+	// CacheKeys sizes the slot cache: that many buckets, rounded up to a
+	// power of two, one key each (default 1<<16; negative turns it off).
 	CacheKeys int
 	// ReturnBatch is how many replaced items the client gathers before
 	// returning them to the node in one batch (default 32).
@@ -56,8 +56,7 @@ type Client struct {
 	hits    atomic.Uint64
 	lookups atomic.Uint64
 
-	cmu   sync.RWMutex
-	cache map[string]cached
+	cache *slotCache
 
 	rmu     sync.Mutex
 	returns []prism.Returned
@@ -99,7 +98,7 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 	if cfg.ReturnBatch <= 0 {
 		cfg.ReturnBatch = 32
 	}
-	c := &Client{cfg: cfg, cache: map[string]cached{}, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	c := &Client{cfg: cfg, cache: newSlotCache(cfg.CacheKeys), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	var ops *remote.Ops
 	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll,
 		Foreign: func(wc *verbs.WC) { ops.Complete(wc) }})
@@ -141,34 +140,6 @@ func (c *Client) class(n int) uint32 {
 	return uint32(max(k, 0))
 }
 
-func (c *Client) lookupCache(key []byte) (cached, bool) {
-	if c.cfg.CacheKeys < 0 {
-		return cached{}, false
-	}
-	c.cmu.RLock()
-	e, ok := c.cache[string(key)]
-	c.cmu.RUnlock()
-	return e, ok
-}
-
-func (c *Client) remember(key []byte, e cached) {
-	if c.cfg.CacheKeys < 0 {
-		return
-	}
-	c.cmu.Lock()
-	if len(c.cache) >= c.cfg.CacheKeys {
-		clear(c.cache) // simple bound: start over
-	}
-	c.cache[string(key)] = e
-	c.cmu.Unlock()
-}
-
-func (c *Client) forget(key []byte) {
-	c.cmu.Lock()
-	delete(c.cache, string(key))
-	c.cmu.Unlock()
-}
-
 // probe reads, through slot i, its item, and with withSlot also the
 // slot's 16-byte value (which a PUT's CAS compares with; a GET does not
 // need it). It returns the item's bytes (in s.Buf) and the slot value.
@@ -208,8 +179,9 @@ type found struct {
 
 // Without withSlot (a GET) the slot values are not read.
 func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot bool) (found, error) {
-	start := int(kv.Hash(key) % uint64(c.nslots))
-	if e, ok := c.lookupCache(key); ok {
+	h := kv.Hash(key)
+	start := int(h % uint64(c.nslots))
+	if e, ok := c.cache.lookup(key, h); ok {
 		item, ptr, n, err := c.probe(ctx, s, e.slot, withSlot)
 		if err != nil {
 			return found{}, err
@@ -218,7 +190,7 @@ func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot b
 			c.hits.Add(1)
 			return found{slot: e.slot, ptr: ptr, n: n, exists: true, flags: fl, value: v}, nil
 		}
-		c.forget(key) // stale
+		c.cache.forget(key, h) // stale
 	}
 	c.lookups.Add(1)
 	rereads := 0
@@ -243,11 +215,12 @@ func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot b
 		}
 		if bytes.Equal(k, key) {
 			if withSlot {
-				c.remember(key, cached{slot: b, ptr: ptr, n: n})
-			} else if _, ok := c.lookupCache(key); !ok {
-				// The slot, with an unknown value: a PUT guesses, and its
-				// CAS tells the value (one more round trip).
-				c.remember(key, cached{slot: b})
+				c.cache.remember(key, h, cached{slot: b, ptr: ptr, n: n})
+			} else if b != start {
+				// A key away from its home slot: the next GET goes
+				// straight there. (Its value is unknown: a PUT guesses, and
+				// its CAS tells the value.) A key at home needs no entry.
+				c.cache.remember(key, h, cached{slot: b})
 			}
 			return found{slot: b, ptr: ptr, n: n, exists: true, flags: fl, value: v}, nil
 		}
@@ -314,7 +287,8 @@ func (c *Client) install(ctx context.Context, key, value []byte, flags byte) err
 	queue := c.class(n)
 	var slot int
 	var oldPtr, oldN uint64
-	if e, ok := c.lookupCache(key); ok {
+	h := kv.Hash(key)
+	if e, ok := c.cache.lookup(key, h); ok {
 		slot, oldPtr, oldN = e.slot, e.ptr, e.n // skip the lookup: a wrong guess fails the CAS, which tells the truth
 		c.hits.Add(1)
 	} else {
@@ -361,7 +335,7 @@ func (c *Client) install(ctx context.Context, key, value []byte, flags byte) err
 		newPtr := binary.NativeEndian.Uint64(s.Buf[offScratch:])
 		curPtr, curN := binary.NativeEndian.Uint64(s.Buf[offCAS:]), binary.NativeEndian.Uint64(s.Buf[offCAS+8:])
 		if curPtr == oldPtr && curN == oldN {
-			c.remember(key, cached{slot: slot, ptr: newPtr, n: uint64(n)})
+			c.cache.remember(key, h, cached{slot: slot, ptr: newPtr, n: uint64(n)})
 			if oldPtr != c.empty {
 				c.giveBack(oldPtr, oldN)
 			}
@@ -372,7 +346,7 @@ func (c *Client) install(ctx context.Context, key, value []byte, flags byte) err
 		if oldPtr == c.empty || curPtr == c.empty {
 			// The slot was empty when we looked (another key may have
 			// taken it), or our cached guess is off: look again.
-			c.forget(key)
+			c.cache.forget(key, h)
 			f, err := c.find(ctx, s, key, true)
 			if err != nil {
 				return c.mapErr(err)
