@@ -40,6 +40,12 @@ var kvColumns = []Column{
 // PRISM-KV: 0.147 Mops parked vs 0.105 Mops spinning, medians of 5).
 const kvNodeURI = "tcp://127.0.0.1:0?spin=0s"
 
+// kvLatencyURI is the tcp device of the node that measures unloaded
+// latency (one task): its soft NIC spins 50 µs after each request (the
+// default), as a latency-sensitive deployment's would, and answers the
+// next one without a wake-up.
+const kvLatencyURI = "tcp://127.0.0.1:0"
+
 // kvRun is one workload run: tasks goroutines over conns client
 // connections (0: kvConns, at most tasks).
 type kvRun struct {
@@ -64,8 +70,8 @@ func kvSizes(env *Env) (int64, int) {
 	return 20000, 64
 }
 
-func measureKV(ctx context.Context, design string, records int64, value int, runs []kvRun, row func(kvRun, workload.Result, float64)) error {
-	n, err := NewKVNode(design, kvNodeURI, records)
+func measureKV(ctx context.Context, design, uri string, records int64, value int, runs []kvRun, row func(kvRun, workload.Result, float64)) error {
+	n, err := NewKVNode(design, uri, records, value)
 	if err != nil {
 		return err
 	}
@@ -137,13 +143,7 @@ func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
 	getP50 := map[string]float64{}
 	fig7 := map[string]float64{}
 	for _, d := range KVDesigns {
-		runs := []kvRun{{c, 1, 1, true}, {c, 8, 0, false}, {a, 8, 0, false}}
-		if d == "race" || d == "smart-ht" {
-			for _, t := range taskCounts {
-				runs = append(runs, kvRun{a, t, fig7Workers, false})
-			}
-		}
-		err := measureKV(ctx, d, records, value, runs, func(run kvRun, res workload.Result, rtt float64) {
+		row := func(run kvRun, res workload.Result, rtt float64) {
 			name := "C uniform"
 			if run.y.Workload == "a" {
 				name = "A zipfian"
@@ -156,7 +156,24 @@ func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
 				fig7[d] = res.Rate()
 			}
 			bar.Add(1)
-		})
+		}
+		// Unloaded latency on a node whose NIC spins (the latency
+		// configuration); the loaded runs on one that parks.
+		err := measureKV(ctx, d, kvLatencyURI, records, value, []kvRun{{c, 1, 1, true}}, row)
+		if err != nil {
+			return nil, err
+		}
+		err = measureKV(ctx, d, kvNodeURI, records, value, []kvRun{{c, 8, 0, false}, {a, 8, 0, false}}, row)
+		if err != nil {
+			return nil, err
+		}
+		if d == "race" || d == "smart-ht" {
+			var runs []kvRun
+			for _, t := range taskCounts {
+				runs = append(runs, kvRun{a, t, fig7Workers, false})
+			}
+			err = measureKV(ctx, d, kvNodeURI, records, value, runs, row)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +181,7 @@ func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
 	// Value sizes: YCSB-C at 8 tasks with 8 B and 512 B values.
 	for _, d := range []string{"pilaf", "prism-kv"} {
 		for _, v := range []int{8, 512} {
-			err := measureKV(ctx, d, records, v, []kvRun{{c, 8, 0, false}}, func(run kvRun, res workload.Result, rtt float64) {
+			err := measureKV(ctx, d, kvNodeURI, records, v, []kvRun{{c, 8, 0, false}}, func(run kvRun, res workload.Result, rtt float64) {
 				r.AddRow(d, "C uniform", v, run.tasks, run.connections(), res.Rate()/1e6, us(res.P50), us(res.P99), rtt)
 			})
 			if err != nil {
@@ -262,7 +279,7 @@ func runKVPeers(ctx context.Context, env *Env) (*Result, error) {
 	}
 	bar.Add(1)
 	for _, d := range KVDesigns {
-		n, err := NewKVNode(d, kvNodeURI, records)
+		n, err := NewKVNode(d, kvNodeURI, records, value)
 		if err != nil {
 			return nil, err
 		}

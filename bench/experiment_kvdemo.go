@@ -42,7 +42,7 @@ func runKVDemo(ctx context.Context, env *Env) (*Result, error) {
 	bar := env.Progress(steps, time.Duration(len(KVDesigns))*(2*point+2*time.Second), "kv demo")
 	defer bar.Finish()
 	for _, d := range KVDesigns {
-		n, err := NewKVNode(d, fmt.Sprintf("loop://kv-demo-%d/", demoSeq.Add(1)), records)
+		n, err := NewKVNode(d, fmt.Sprintf("loop://kv-demo-%d/", demoSeq.Add(1)), records, value)
 		if err != nil {
 			return nil, err
 		}

@@ -40,10 +40,11 @@ type KVNode struct {
 	clients      []kvClient
 }
 
-// NewKVNode starts a node of design on a new device opened at uri (and a
+// NewKVNode starts a node of design, sized for records values of value
+// bytes, on a new device opened at uri (and a
 // client device at the same kind of uri: "tcp://127.0.0.1:0" or a loop
 // fabric prefix "loop://NAME/").
-func NewKVNode(design, uri string, records int64) (*KVNode, error) {
+func NewKVNode(design, uri string, records int64, value int) (*KVNode, error) {
 	open := func(role string) (verbs.Device, verbs.PD, error) {
 		u := uri
 		if len(uri) > 7 && uri[:7] == "loop://" {
@@ -69,7 +70,7 @@ func NewKVNode(design, uri string, records int64) (*KVNode, error) {
 		n.node.Close()
 		return nil, err
 	}
-	n.server, err = stores.NewServer(design, n.npd, records)
+	n.server, err = stores.NewServer(design, n.npd, records, value)
 	if design == "smart-ht" {
 		n.cache = race.NewSlotCache(0)
 	}

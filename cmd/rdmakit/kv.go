@@ -48,6 +48,7 @@ func layout(design string) string {
 func newKVServeCmd() *cobra.Command {
 	var store, device, listen string
 	var keys int64
+	var value int
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve a key-value store node until interrupted",
@@ -63,7 +64,7 @@ func newKVServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			srv, err := stores.NewServer(layout(store), pd, keys)
+			srv, err := stores.NewServer(layout(store), pd, keys, value)
 			if err != nil {
 				return err
 			}
@@ -113,6 +114,7 @@ func newKVServeCmd() *cobra.Command {
 	cmd.Flags().StringVar(&device, "device", "tcp://127.0.0.1:0", "verbs device the node's memory is reached through")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7470", "connection manager address clients dial")
 	cmd.Flags().Int64Var(&keys, "keys", 1000000, "keys the node is sized for")
+	cmd.Flags().IntVar(&value, "value", 64, "typical value bytes (sizes the node's item memory)")
 	return cmd
 }
 

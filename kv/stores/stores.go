@@ -36,16 +36,29 @@ type Client interface {
 	RoundTrips() uint64
 }
 
-// NewServer lays out a node of design in pd sized for about keys keys.
-func NewServer(design string, pd verbs.PD, keys int64) (Server, error) {
+// NewServer lays out a node of design in pd sized for about keys keys of
+// about value bytes each (0: 64): the item memory holds every key twice
+// over in its power-of-two size class, room for out-of-place updates
+// whose old items are not returned yet.
+func NewServer(design string, pd verbs.PD, keys int64, value int) (Server, error) {
 	slots := int(max(2*keys, 1<<14))
+	if value <= 0 {
+		value = 64
+	}
+	memory := func(floor int64) int {
+		per := int64(64)
+		for per < int64(value)+96 { // a key of a few dozen bytes plus headers
+			per <<= 1
+		}
+		return int(max(keys*per*2, floor))
+	}
 	switch design {
 	case "pilaf":
-		return pilaf.NewServer(pd, pilaf.Config{Buckets: slots, Memory: int(max(keys*256, 16<<20))})
+		return pilaf.NewServer(pd, pilaf.Config{Buckets: slots, Memory: memory(16 << 20)})
 	case "prism-kv":
-		return prismkv.NewServer(pd, prismkv.Config{Slots: slots, Memory: int(max(keys*512, 64<<20))})
+		return prismkv.NewServer(pd, prismkv.Config{Slots: slots, Memory: memory(64 << 20)})
 	case "race", "smart-ht":
-		return race.NewServer(pd, race.Config{Depth: 4, Memory: int(max(keys*512, 64<<20))})
+		return race.NewServer(pd, race.Config{Depth: 4, Memory: memory(64 << 20)})
 	}
 	return nil, fmt.Errorf("%w: no store design %q (want one of %v)", verbs.ErrInvalidArg, design, Designs)
 }

@@ -1,0 +1,68 @@
+package stores_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/rdmakit/rdmakit/kv/kvtest"
+	"github.com/rdmakit/rdmakit/kv/stores"
+)
+
+// TestSizedForValues loads every design with as many keys of 512-byte
+// values as it was sized for, then overwrites them all once: the node's
+// item memory must hold them (a node sized for 64-byte values ran out of
+// memory here).
+func TestSizedForValues(t *testing.T) {
+	const keys, value = 20000, 512
+	for _, d := range stores.Designs {
+		t.Run(d, func(t *testing.T) {
+			ctx := context.Background()
+			bed := kvtest.NewBed(t, "loop")
+			srv, err := stores.NewServer(d, bed.NodePD, keys, value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { srv.Close() }) // before the bed closes the devices
+			qp, cq := bed.Connect(t, stores.QPCap.MaxSendWR, stores.QPCap.MaxRecvWR, srv.Serve)
+			c, err := stores.NewClient(ctx, d, bed.PD, qp, cq, stores.ClientOptions{Slots: 64})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for round := byte(0); round < 2; round++ {
+				var wg sync.WaitGroup
+				errs := make(chan error, 8)
+				for w := 0; w < 8; w++ {
+					wg.Add(1)
+					go func(w int) {
+						defer wg.Done()
+						v := make([]byte, value)
+						for i := w; i < keys; i += 8 {
+							v[0], v[1] = byte(i), round
+							if err := c.Put(ctx, []byte(fmt.Sprintf("user%d", i)), v); err != nil {
+								errs <- fmt.Errorf("round %d, key %d: %w", round, i, err)
+								return
+							}
+						}
+					}(w)
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					t.Fatal(err)
+				}
+			}
+			for _, i := range []int{0, keys / 2, keys - 1} {
+				got, err := c.Get(ctx, []byte(fmt.Sprintf("user%d", i)), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != value || got[0] != byte(i) || got[1] != 1 {
+					t.Fatalf("key %d: got %d bytes starting %v, want %d bytes starting [%d 1]", i, len(got), got[:min(2, len(got))], value, byte(i))
+				}
+			}
+		})
+	}
+}
