@@ -417,7 +417,7 @@ func (c *Client) write(ctx context.Context, key, value []byte, del bool) error {
 	n := blockLen(len(key), len(value))
 	if !del {
 		if x, ok := c.cfg.Cache.lookup(key); ok {
-			done, err := c.specPut(ctx, key, value, p, x)
+			done, err := c.specWrite(ctx, key, value, p, x)
 			if err != nil || done {
 				return err
 			}
@@ -624,17 +624,18 @@ func (c *Client) BackoffStats() (time.Duration, float64) {
 // from the cached word; leave the subtable. A split that locks the
 // subtable after the test waits for this writer to leave, so the CAS
 // never lands in a subtable being copied. It reports false when the slot
-// moved on, to take the full path.
-func (c *Client) specPut(ctx context.Context, key, value []byte, p place, x candidate) (bool, error) {
+// moved on, with the word the CAS found (the complement of x.word when
+// the split test failed and the CAS did not run).
+func (c *Client) specPut(ctx context.Context, key, value []byte, p place, x candidate) (bool, uint64, error) {
 	n := blockLen(len(key), len(value))
 	s, err := c.ops.Acquire(ctx)
 	if err != nil {
-		return false, c.mapErr(err)
+		return false, 0, c.mapErr(err)
 	}
 	blk, err := c.allocBlock(ctx, n)
 	if err != nil {
 		c.ops.Release(s)
-		return false, err
+		return false, 0, err
 	}
 	putBlock(s.Buf[offNew:], key, value)
 	newWord := mkSlot(blk, n, p.fp)
@@ -651,19 +652,67 @@ func (c *Client) specPut(ctx context.Context, key, value []byte, p place, x cand
 	w[3].Atomic.Compare[0], w[3].Atomic.Swap[0] = x.word, newWord
 	w[4].Atomic.Swap[0] = ^uint64(0)
 	if err := c.do(ctx, s, w); err != nil {
-		return false, c.mapErr(err)
+		return false, 0, c.mapErr(err)
 	}
-	ok := binary.NativeEndian.Uint64(s.Buf[offCAS:]) == x.word
+	cur := binary.NativeEndian.Uint64(s.Buf[offCAS:])
 	c.ops.Release(s)
-	if !ok {
+	if cur != x.word {
 		c.freeBlock(blk, n, false)
-		c.cfg.Cache.drop(key)
-		return false, nil
+		return false, cur, nil
 	}
 	c.cfg.Cache.put(key, candidate{addr: x.addr, word: newWord, sub: x.sub})
 	c.freeBlock(slotAddr(x.word), slotUnits(x.word)*blockUnit, true)
-	c.observe(0)
-	return true, nil
+	return true, cur, nil
+}
+
+// specTries bounds the speculative attempts of one write before it takes
+// the full path.
+const specTries = 4
+
+// specWrite runs specPut from the cached slot x. When its CAS loses to
+// another writer of the same slot (a hot key), the CAS has returned the
+// slot's current word: if that word carries the key's fingerprint and
+// its block holds this key (one READ checks it; a slot emptied and
+// reused by another key fails the check), it installs over that version
+// — two round trips instead of the full path's three or more — after
+// Smart's conflict-avoidance backoff. It reports false to take the full
+// path.
+func (c *Client) specWrite(ctx context.Context, key, value []byte, p place, x candidate) (bool, error) {
+	for lost := 0; lost < specTries; lost++ {
+		done, cur, err := c.specPut(ctx, key, value, p, x)
+		if err != nil {
+			return false, err
+		}
+		if done {
+			c.observe(lost)
+			return true, nil
+		}
+		if cur == ^x.word || cur == 0 || slotFP(cur) != p.fp {
+			break // a split held the subtable (the CAS did not run), or the slot is not this key's any more
+		}
+		if c.bo != nil {
+			c.bmu.Lock()
+			d := c.bo.Delay(lost+1, rand.Float64())
+			c.bmu.Unlock()
+			time.Sleep(d)
+		}
+		s, err := c.ops.Acquire(ctx)
+		if err != nil {
+			return false, c.mapErr(err)
+		}
+		_, mine, err := c.readKey(ctx, s, cur, key)
+		if err != nil && !errors.Is(err, errRetry) {
+			return false, c.mapErr(err)
+		}
+		c.ops.Release(s)
+		if !mine {
+			break
+		}
+		x.word = cur
+		c.cfg.Cache.put(key, x)
+	}
+	c.cfg.Cache.drop(key)
+	return false, nil
 }
 
 // blocks -------------------------------------------------------------------
