@@ -88,7 +88,14 @@ func (m *MR) slice(addr uint64, n uint64) ([]byte, bool) {
 }
 
 // Deregister implements verbs.MR.
-func (m *MR) Deregister() error {
+func (m *MR) Deregister() error { return m.deregister(false) }
+
+// deregister deregisters the region. With orphan (the device closing under
+// a region its application has not deregistered), the region's pages are
+// replaced by fresh anonymous memory instead of being unmapped: a
+// goroutine still holding MR.Bytes() reads and writes harmless memory
+// rather than faulting the process. Remote access has ended either way.
+func (m *MR) deregister(orphan bool) error {
 	if !m.gone.CompareAndSwap(false, true) {
 		return fmt.Errorf("%w: MR already deregistered", verbs.ErrInvalidState)
 	}
@@ -107,7 +114,13 @@ func (m *MR) Deregister() error {
 	}
 	n.quiesceQPs() // direct operations do not take references
 	m.pd.mrs.Add(-1)
-	err := unix.Munmap(m.buf[:cap(m.buf)])
+	var err error
+	if b := m.buf[:cap(m.buf)]; orphan && len(b) > 0 {
+		_, err = unix.MmapPtr(-1, 0, unsafe.Pointer(&b[0]), uintptr(len(b)),
+			unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
+	} else {
+		err = unix.Munmap(b)
+	}
 	m.buf = nil
 	if m.fd >= 0 {
 		unix.Close(m.fd)

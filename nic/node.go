@@ -270,7 +270,9 @@ func (n *Node) removeQP(q *QP) {
 
 // Close implements verbs.Device: every QP moves to ERROR (flushing its
 // work requests), CQ waiters are woken, and later calls fail with
-// ErrClosed. Memory regions are unmapped.
+// ErrClosed. Memory regions still registered end their remote access;
+// their memory is replaced by fresh anonymous pages (left mapped), so
+// that a goroutine still using MR.Bytes() does not fault.
 func (n *Node) Close() error {
 	if !n.closed.CompareAndSwap(false, true) {
 		return nil
@@ -292,7 +294,7 @@ func (n *Node) Close() error {
 		mrs = append(mrs, m)
 	}
 	for _, m := range mrs {
-		m.Deregister()
+		m.deregister(true)
 	}
 	if n.onClose != nil {
 		n.onClose()
