@@ -211,12 +211,13 @@ func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
 }
 
 var peersColumns = []Column{
-	{Name: "system"}, {Name: "rate", Unit: "Mops"}, {Name: "p50", Unit: "µs"}, {Name: "p99", Unit: "µs"},
+	{Name: "system"}, {Name: "tasks"}, {Name: "rate", Unit: "Mops"}, {Name: "p50", Unit: "µs"}, {Name: "p99", Unit: "µs"},
 	{Name: "vs_memcached", Unit: "×"}, {Name: "vs_redis", Unit: "×"}, {Name: "p50_vs_memcached", Unit: "×"}, {Name: "p50_vs_redis", Unit: "×"},
 }
 
-// kvPeerTasks is the client concurrency of kv-peers, for every system.
-const kvPeerTasks = 8
+// kvPeerTasks are the client concurrencies of kv-peers, the same for
+// every system: requests in flight.
+var kvPeerTasks = []int{8, 32}
 
 // kvPeerRounds is how many times kv-peers runs every system, in turn:
 // the medians of the rounds are reported, so a noisy moment of the
@@ -227,21 +228,25 @@ func runKVPeers(ctx context.Context, env *Env) (*Result, error) {
 	point := env.PointDuration(time.Second, 200*time.Millisecond)
 	records, value := kvSizes(env)
 	rounds := kvPeerRounds
+	tasks := kvPeerTasks
 	if env.Quick {
-		rounds = 1
+		rounds, tasks = 1, tasks[:1]
 	}
-	r := &Result{Name: "kv-peers", Title: "key-value stores vs memcached and Redis (YCSB-C over loopback)", Columns: peersColumns}
+	maxTasks := slices.Max(tasks)
+	r := &Result{Name: "kv-peers", Title: "key-value stores vs memcached and Redis (YCSB-C over loopback)", Columns: peersColumns,
+		Plots: []Plot{{Title: "YCSB-C throughput against client tasks", X: "tasks", Y: "rate", Series: []string{"system"}}}}
 	systems := len(KVDesigns) + 2
-	bar := env.Progress(systems*(rounds+1), time.Duration(systems*(rounds+1))*point, "kv-peers")
+	steps := systems * (1 + rounds*len(tasks))
+	bar := env.Progress(steps, time.Duration(steps)*point, "kv-peers")
 	defer bar.Finish()
-	y := workload.YCSB{Workload: "c", Distribution: "uniform", Records: records, ValueSize: value, Threads: kvPeerTasks, Duration: point}
+	y := workload.YCSB{Workload: "c", Distribution: "uniform", Records: records, ValueSize: value, Duration: point}
 
 	// Set every system up and load it, then run them in turn, rounds times.
 	type system struct {
 		name string
 		wl   ycsb.Workload
 		dbs  []ycsb.DB
-		res  []workload.Result
+		res  map[int][]workload.Result // by tasks
 	}
 	var sys []*system
 	var cleanup []func()
@@ -260,8 +265,8 @@ func runKVPeers(ctx context.Context, env *Env) (*Result, error) {
 			return err
 		}
 		cleanup = append(cleanup, srv.Stop)
-		sy := &system{name: name}
-		for i := 0; i < kvPeerTasks; i++ {
+		sy := &system{name: name, res: map[int][]workload.Result{}}
+		for i := 0; i < maxTasks; i++ { // one connection per task
 			s, err := dial(ctx, srv.Addr)
 			if err != nil {
 				return err
@@ -269,7 +274,7 @@ func runKVPeers(ctx context.Context, env *Env) (*Result, error) {
 			cleanup = append(cleanup, func() { s.Close() })
 			sy.dbs = append(sy.dbs, workload.DB{Store: s})
 		}
-		if sy.wl, err = y.Load(ctx, sy.dbs); err != nil {
+		if sy.wl, err = y.Load(ctx, sy.dbs[:min(8, len(sy.dbs))]); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		sys = append(sys, sy)
@@ -293,7 +298,7 @@ func runKVPeers(ctx context.Context, env *Env) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		sy := &system{name: d, dbs: dbs}
+		sy := &system{name: d, dbs: dbs, res: map[int][]workload.Result{}}
 		if sy.wl, err = y.Load(ctx, []ycsb.DB{dbs[0], dbs[0], dbs[0], dbs[0], dbs[0], dbs[0], dbs[0], dbs[0]}); err != nil {
 			return nil, fmt.Errorf("%s: %w", d, err)
 		}
@@ -301,13 +306,17 @@ func runKVPeers(ctx context.Context, env *Env) (*Result, error) {
 		bar.Add(1)
 	}
 	for round := 0; round < rounds; round++ {
-		for _, sy := range sys {
-			res, err := y.Run(ctx, sy.wl, sy.dbs)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", sy.name, err)
+		for _, t := range tasks {
+			for _, sy := range sys {
+				run := y
+				run.Threads = t
+				res, err := run.Run(ctx, sy.wl, sy.dbs)
+				if err != nil {
+					return nil, fmt.Errorf("%s, %d tasks: %w", sy.name, t, err)
+				}
+				sy.res[t] = append(sy.res[t], res)
+				bar.Add(1)
 			}
-			sy.res = append(sy.res, res)
-			bar.Add(1)
 		}
 	}
 	// Medians over the rounds.
@@ -322,28 +331,30 @@ func runKVPeers(ctx context.Context, env *Env) (*Result, error) {
 	rate := func(x workload.Result) float64 { return x.Rate() / 1e6 }
 	p50 := func(x workload.Result) float64 { return us(x.P50) }
 	p99 := func(x workload.Result) float64 { return us(x.P99) }
-	var mcRate, mcP50, rdRate, rdP50 float64
-	for _, sy := range sys {
-		switch sy.name {
-		case "memcached":
-			mcRate, mcP50 = median(sy.res, rate), median(sy.res, p50)
-		case "Redis":
-			rdRate, rdP50 = median(sy.res, rate), median(sy.res, p50)
-		}
-	}
 	ratio := func(a, b float64) any {
 		if b <= 0 {
 			return nil
 		}
 		return a / b
 	}
-	for _, sy := range sys {
-		rt, p := median(sy.res, rate), median(sy.res, p50)
-		r.AddRow(sy.name, rt, p, median(sy.res, p99), ratio(rt, mcRate), ratio(rt, rdRate), ratio(p, mcP50), ratio(p, rdP50))
+	for _, t := range tasks {
+		var mcRate, mcP50, rdRate, rdP50 float64
+		for _, sy := range sys {
+			switch sy.name {
+			case "memcached":
+				mcRate, mcP50 = median(sy.res[t], rate), median(sy.res[t], p50)
+			case "Redis":
+				rdRate, rdP50 = median(sy.res[t], rate), median(sy.res[t], p50)
+			}
+		}
+		for _, sy := range sys {
+			rt, p := median(sy.res[t], rate), median(sy.res[t], p50)
+			r.AddRow(sy.name, t, rt, p, median(sy.res[t], p99), ratio(rt, mcRate), ratio(rt, rdRate), ratio(p, mcP50), ratio(p, rdP50))
+		}
 	}
 	r.Meta.Transport = "tcp"
 	r.Notes = append(r.Notes,
-		fmt.Sprintf("YCSB-C (100%% reads, uniform) from go-ycsb v1.0.1 over %d records of %d bytes, %d client goroutines for every system, so 8 requests in flight for every system (memcached, Redis: one TCP connection per goroutine, no pipelining; rdmakit: the 8 goroutines share one RC connection, as RDMA coroutines share a QP).", records, value, kvPeerTasks),
+		fmt.Sprintf("YCSB-C (100%% reads, uniform) from go-ycsb v1.0.1 over %d records of %d bytes; tasks is the client goroutines, the same for every system, so as many requests in flight (memcached, Redis: one TCP connection per goroutine, no pipelining; rdmakit: the goroutines share one RC connection, as RDMA coroutines share a QP). The ratios compare systems at the same task count.", records, value),
 		fmt.Sprintf("All systems are loaded first, then run in turn for %v each, %d rounds; every figure is the median of the rounds.", point, rounds),
 		"memcached and Redis run in their own processes on loopback; the rdmakit nodes run in this process on their own tcp devices (their soft NICs answer the one-sided READs).",
 	)
