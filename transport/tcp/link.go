@@ -304,6 +304,7 @@ func (l *link) release() error {
 // drain handles every complete frame available without blocking; the
 // caller holds tok.
 func (l *link) drain() error {
+	marked := false
 	for {
 		typ, body, err := l.fr.next()
 		if err == errAgain {
@@ -312,9 +313,12 @@ func (l *link) drain() error {
 		if err != nil {
 			return err
 		}
-		t := time.Now().UnixNano()
-		l.lastRecv.Store(t)
-		l.lastMove.Store(t)
+		if !marked { // one clock reading per batch of frames
+			t := time.Now().UnixNano()
+			l.lastRecv.Store(t)
+			l.lastMove.Store(t)
+			marked = true
+		}
 		switch typ {
 		case frameResp:
 			if err := decodeResponse(body, &l.resp); err != nil {
