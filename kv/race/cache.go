@@ -21,7 +21,7 @@ import (
 type SlotCache struct {
 	max    int
 	mu     sync.RWMutex
-	m      map[string]candidate
+	m      map[string]*candidate // updated in place: a PUT allocates nothing
 	hits   atomic.Uint64
 	misses atomic.Uint64
 }
@@ -31,7 +31,7 @@ func NewSlotCache(max int) *SlotCache {
 	if max <= 0 {
 		max = 1 << 20
 	}
-	return &SlotCache{max: max, m: map[string]candidate{}}
+	return &SlotCache{max: max, m: map[string]*candidate{}}
 }
 
 // Stats returns the speculative lookups that were served by the cached
@@ -43,10 +43,15 @@ func (sc *SlotCache) put(key []byte, x candidate) {
 		return
 	}
 	sc.mu.Lock()
+	if p, ok := sc.m[string(key)]; ok {
+		*p = x
+		sc.mu.Unlock()
+		return
+	}
 	if len(sc.m) >= sc.max {
 		clear(sc.m)
 	}
-	sc.m[string(key)] = x
+	sc.m[string(key)] = &x
 	sc.mu.Unlock()
 }
 
@@ -55,7 +60,11 @@ func (sc *SlotCache) lookup(key []byte) (candidate, bool) {
 		return candidate{}, false
 	}
 	sc.mu.RLock()
-	x, ok := sc.m[string(key)]
+	p, ok := sc.m[string(key)]
+	var x candidate
+	if ok {
+		x = *p
+	}
 	sc.mu.RUnlock()
 	return x, ok
 }
@@ -74,9 +83,7 @@ func (sc *SlotCache) get(c *Client, ctx context.Context, key, dst []byte) ([]byt
 	if sc == nil {
 		return dst, false
 	}
-	sc.mu.RLock()
-	x, ok := sc.m[string(key)]
-	sc.mu.RUnlock()
+	x, ok := sc.lookup(key)
 	if !ok {
 		return dst, false
 	}
