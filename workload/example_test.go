@@ -28,9 +28,9 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("ran operations:", res.Ops > 0, "errors:", res.Errors)
 	// A real run reports res.Rate() operations per second, res.P50 and
 	// res.P99.
+	fmt.Println("ran operations:", res.Ops > 0, "errors:", res.Errors)
 	// Output:
 	// loaded: 1000
 	// ran operations: true errors: 0
