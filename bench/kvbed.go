@@ -8,6 +8,7 @@ import (
 	"github.com/pingcap/go-ycsb/pkg/ycsb"
 	"github.com/rdmakit/rdmakit/kv/race"
 	"github.com/rdmakit/rdmakit/kv/stores"
+	"github.com/rdmakit/rdmakit/smart"
 	"github.com/rdmakit/rdmakit/verbs"
 	"github.com/rdmakit/rdmakit/workload"
 )
@@ -34,6 +35,8 @@ type KVNode struct {
 	npd, cpd     verbs.PD
 	server       stores.Server
 	cache        *race.SlotCache
+	rt           *smart.Runtime // Smart-HT's workers
+	rtCQ         verbs.CQ       // the node's end of the workers' QPs
 	ctx          context.Context
 	cancel       context.CancelFunc
 	serving      sync.WaitGroup
@@ -80,7 +83,40 @@ func NewKVNode(design, uri string, records int64, value int) (*KVNode, error) {
 		return nil, err
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	if design == "smart-ht" {
+		if err := n.startRuntime(); err != nil {
+			n.Close()
+			return nil, err
+		}
+	}
 	return n, nil
+}
+
+// startRuntime starts Smart-HT's smart runtime on the client device: its
+// workers' QPs connect to QPs of the node's device, which serves their
+// one-sided requests with its NIC alone.
+func (n *KVNode) startRuntime() error {
+	cq, err := n.node.CreateCQ(1024)
+	if err != nil {
+		return err
+	}
+	n.rtCQ = cq
+	connect := func(ctx context.Context, ccq verbs.CQ) (verbs.QP, error) {
+		cqp, err := n.cpd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: ccq, RecvCQ: ccq, Cap: stores.QPCap})
+		if err != nil {
+			return nil, err
+		}
+		sqp, err := n.npd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap})
+		if err != nil {
+			return nil, err
+		}
+		if err := verbs.ConnectRC(sqp, verbs.AccessAll, n.client.Address(), cqp.QPN()); err != nil {
+			return nil, err
+		}
+		return cqp, stores.ConnectClient(cqp, n.node.Address(), sqp.QPN())
+	}
+	n.rt, err = stores.NewRuntime(n.ctx, n.client, n.cpd, connect, 0)
+	return err
 }
 
 // Client connects a new client polling as kvPoll says.
@@ -116,7 +152,7 @@ func (n *KVNode) ClientPolling(ctx context.Context, poll verbs.PollPolicy) (kvCl
 		defer n.serving.Done()
 		_ = n.server.Serve(n.ctx, sqp, scq)
 	}()
-	c, err := stores.NewClient(ctx, n.Design, n.cpd, cqp, ccq, stores.ClientOptions{Poll: poll, Cache: n.cache, Slots: 64})
+	c, err := stores.NewClient(ctx, n.Design, n.cpd, cqp, ccq, stores.ClientOptions{Poll: poll, Cache: n.cache, Runtime: n.rt, Slots: 64})
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +191,9 @@ func (n *KVNode) CPU() time.Duration { return n.server.CPU() }
 func (n *KVNode) Close() {
 	for _, c := range n.clients {
 		c.Close()
+	}
+	if n.rt != nil {
+		n.rt.Close()
 	}
 	n.cancel()
 	n.serving.Wait()

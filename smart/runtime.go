@@ -79,6 +79,12 @@ type Config struct {
 	// Poll is how an idle worker waits for completions (default
 	// adaptive).
 	Poll verbs.PollPolicy
+	// Gather makes a worker gather the lists its tasks post at the same
+	// time into one post — one doorbell, one frame on tcp — as the
+	// coroutines of one Smart thread post back to back: the first poster
+	// yields once, then posts everything pending. Only with PerWorker
+	// sharing (a QP of its own per worker and node).
+	Gather bool
 }
 
 // Runtime runs tasks on workers over a set of remote nodes.
@@ -130,6 +136,7 @@ func New(ctx context.Context, c Config) (*Runtime, error) {
 			w.tuner = NewTuner(c.Tuner)
 		}
 		w.room = sync.NewCond(&w.mu)
+		w.pq = make([]postQueue, len(c.Nodes))
 		w.slots = make(chan struct{}, c.Backoff.Tasks)
 		r.workers = append(r.workers, w)
 	}
@@ -200,6 +207,8 @@ type Worker struct {
 	closed    bool
 	completed uint64
 	running   int
+	idle      []*Task     // ended tasks, for Enter to reuse
+	pq        []postQueue // per node, with Gather
 }
 
 // ID is the worker's index.
@@ -226,39 +235,76 @@ func (w *Worker) Stats() Stats {
 // Go runs f as a task of the worker, once fewer than n_max of its tasks
 // run. It returns when f returns.
 func (w *Worker) Go(ctx context.Context, f func(t *Task) error) error {
+	t, err := w.Enter(ctx)
+	if err != nil {
+		return err
+	}
+	defer t.Leave()
+	return f(t)
+}
+
+// Enter starts a task of the worker for a caller that runs its lists
+// without a callback (a store client's operation, say), once fewer than
+// n_max of the worker's tasks run, as Go does. The caller ends it with
+// Leave. Tasks are reused: Enter allocates only when the worker has no
+// idle one.
+func (w *Worker) Enter(ctx context.Context) (*Task, error) {
 	select {
 	case w.slots <- struct{}{}:
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
-	defer func() { <-w.slots }()
 	for {
 		w.mu.Lock()
 		n := w.backoff.Tasks()
 		if w.running < n || w.closed {
 			w.running++
+			var t *Task
+			if k := len(w.idle); k > 0 {
+				t, w.idle = w.idle[k-1], w.idle[:k-1]
+			}
 			w.mu.Unlock()
-			break
+			if t == nil {
+				t = &Task{w: w, done: make(chan verbs.WC, 1)}
+				t.id = w.rt.nextID.Add(1)
+				w.rt.tasks.Store(t.id, t)
+			} else {
+				select { // a flushed request's completion after a failed list
+				case <-t.done:
+				default:
+				}
+			}
+			t.ctx = ctx
+			return t, nil
 		}
 		w.mu.Unlock()
 		// Task throttling: wait for a running task to end.
 		runtime.Gosched()
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			<-w.slots
+			return nil, ctx.Err()
 		case <-time.After(10 * time.Microsecond):
 		}
 	}
-	defer func() {
-		w.mu.Lock()
-		w.running--
-		w.mu.Unlock()
-	}()
-	t := &Task{w: w, ctx: ctx, done: make(chan verbs.WC, 1)}
-	t.id = w.rt.nextID.Add(1)
-	w.rt.tasks.Store(t.id, t)
-	defer w.rt.tasks.Delete(t.id)
-	return f(t)
+}
+
+// Leave ends a task that Enter started. A task whose last list is still
+// in flight (its Do returned early because its context ended) waits for
+// that list's completion first, so its buffers may be reused.
+func (t *Task) Leave() {
+	t.drain()
+	w := t.w
+	t.ctx = nil // before another Enter may take it
+	w.mu.Lock()
+	w.running--
+	if t.pending == 0 {
+		w.idle = append(w.idle, t)
+	} else {
+		w.rt.tasks.Delete(t.id) // never completed (the runtime closed): retire it
+	}
+	w.mu.Unlock()
+	<-w.slots
 }
 
 // acquire waits for n credits.
@@ -278,12 +324,65 @@ func (w *Worker) acquire(ctx context.Context, n int) error {
 }
 
 // post puts a list on node's QP through the worker's submission path.
+// With Gather it reports failures as error completions (dispatched to
+// the lists' tasks) and returns nil.
 func (w *Worker) post(node int, wrs []verbs.SendWR) error {
+	if w.rt.cfg.Gather && w.rt.cfg.Sharing == PerWorker {
+		w.gather(node, wrs)
+		return nil
+	}
 	if w.rt.cfg.Sharing == SharedPath {
 		w.rt.path.Lock()
 		defer w.rt.path.Unlock()
 	}
 	return w.qps[node].PostSend(wrs)
+}
+
+// postQueue gathers the lists a worker's tasks post to one node.
+type postQueue struct {
+	mu      sync.Mutex
+	pending []verbs.SendWR
+	spare   []verbs.SendWR
+	posting bool
+}
+
+// gather queues wrs and, unless another task is posting, yields once and
+// posts everything queued as one list.
+func (w *Worker) gather(node int, wrs []verbs.SendWR) {
+	q := &w.pq[node]
+	q.mu.Lock()
+	q.pending = append(q.pending, wrs...)
+	if q.posting {
+		q.mu.Unlock()
+		return
+	}
+	q.posting = true
+	q.mu.Unlock()
+	runtime.Gosched() // let the tasks ready to post append theirs
+	q.mu.Lock()
+	for len(q.pending) > 0 {
+		batch := q.pending
+		q.pending = q.spare[:0]
+		q.mu.Unlock()
+		if err := w.qps[node].PostSend(batch); err != nil {
+			// The requests from the failed one on never run: fail their
+			// lists through their signaled requests.
+			from := 0
+			var pe *verbs.PostError
+			if errors.As(err, &pe) {
+				from = pe.Index
+			}
+			for i := from; i < len(batch); i++ {
+				if batch[i].Flags&verbs.FlagSignaled != 0 {
+					w.rt.dispatch(&verbs.WC{ID: batch[i].ID, Status: verbs.StatusWRFlushErr, Opcode: verbs.WCSend})
+				}
+			}
+		}
+		q.mu.Lock()
+		q.spare = batch[:0]
+	}
+	q.posting = false
+	q.mu.Unlock()
 }
 
 // poll is the worker's poller: it dispatches completions to tasks,

@@ -24,6 +24,9 @@ type Task struct {
 	nb    int
 	node  int
 	sgl   [MaxBatch][1]verbs.SGE
+	// pending is the wr_id of the last request of a list whose Do
+	// returned before its completion (its context ended); 0 if none.
+	pending uint64
 }
 
 // finish delivers a completion to the task (the poller's side).
@@ -75,7 +78,23 @@ func (t *Task) Do(node int, wrs []verbs.SendWR) (verbs.WC, error) {
 				return wc, nil
 			}
 		case <-t.ctx.Done():
+			t.pending = last.ID
 			return verbs.WC{}, t.ctx.Err()
+		}
+	}
+}
+
+// drain waits, without a context, for the completion of the list a Do
+// left in flight (or for the runtime to close).
+func (t *Task) drain() {
+	for t.pending != 0 {
+		select {
+		case wc := <-t.done:
+			if wc.ID == t.pending || wc.Status != verbs.StatusSuccess {
+				t.pending = 0
+			}
+		case <-t.w.rt.ctx.Done():
+			return
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/race"
 	"github.com/rdmakit/rdmakit/kv/stores"
+	"github.com/rdmakit/rdmakit/smart"
 	"github.com/rdmakit/rdmakit/verbs"
 	"github.com/rdmakit/rdmakit/workload"
 )
@@ -123,11 +124,16 @@ type kvConn struct {
 	dev    verbs.Device
 	conns  []*cm.Conn
 	stores []stores.Client
+	rt     *smart.Runtime // Smart-HT's workers
+	mu     sync.Mutex     // conns, from the runtime's connects
 }
 
 func (k *kvConn) Close() {
 	for _, s := range k.stores {
 		s.Close()
+	}
+	if k.rt != nil {
+		k.rt.Close()
 	}
 	for _, c := range k.conns {
 		c.Close()
@@ -150,6 +156,23 @@ func dialKV(ctx context.Context, design, device, addr string, n int) (*kvConn, e
 	var cache *race.SlotCache
 	if design == "smart-ht" {
 		cache = race.NewSlotCache(0)
+		// The workers' QPs: more connections to the node, carrying only
+		// one-sided requests.
+		connect := func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
+			c, err := cm.Dial(ctx, dev, addr, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap, Access: verbs.AccessAll,
+				MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, PrivateData: []byte(design)})
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
+			}
+			k.mu.Lock()
+			k.conns = append(k.conns, c)
+			k.mu.Unlock()
+			return c.QP(), nil
+		}
+		if k.rt, err = stores.NewRuntime(ctx, dev, pd, connect, 0); err != nil {
+			k.Close()
+			return nil, err
+		}
 	}
 	for i := 0; i < n; i++ {
 		cq, err := dev.CreateCQ(4096)
@@ -164,7 +187,7 @@ func dialKV(ctx context.Context, design, device, addr string, n int) (*kvConn, e
 			return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
 		}
 		k.conns = append(k.conns, c)
-		s, err := stores.NewClient(ctx, design, pd, c.QP(), cq, stores.ClientOptions{Cache: cache})
+		s, err := stores.NewClient(ctx, design, pd, c.QP(), cq, stores.ClientOptions{Cache: cache, Runtime: k.rt})
 		if err != nil {
 			k.Close()
 			return nil, err

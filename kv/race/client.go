@@ -37,6 +37,12 @@ type ClientConfig struct {
 	// Dynamic the limit follows the retry rate). Nil: retry at once (RACE),
 	// backing off only after 8 losses in a row.
 	Backoff *smart.BackoffConfig
+	// Runtime, when set, runs the one-sided request lists as tasks of
+	// this smart runtime (Smart-HT): on its workers' QPs to the node (it
+	// must live on the client's device and PD), under their work-request
+	// throttling. The connection given to NewClient then carries only the
+	// RPCs. Nil: the lists go on that connection too.
+	Runtime *smart.Runtime
 }
 
 // Client is a RACE hashing client: every operation is one-sided. It
@@ -44,7 +50,7 @@ type ClientConfig struct {
 type Client struct {
 	cfg    ClientConfig
 	rpc    *rpc.Client
-	ops    *remote.Ops
+	ops    remote.Poster
 	base   uint64
 	rkey   uint32
 	id     uint64
@@ -105,24 +111,38 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 	if cfg.Backoff != nil {
 		c.bo = smart.NewBackoff(*cfg.Backoff)
 	}
-	var ops *remote.Ops
-	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll,
-		Foreign: func(wc *verbs.WC) { ops.Complete(wc) }})
-	if err != nil {
-		return nil, fmt.Errorf("race: %w", err)
+	if cfg.Runtime != nil {
+		rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll})
+		if err != nil {
+			return nil, fmt.Errorf("race: %w", err)
+		}
+		ops, err := remote.NewTaskOps(pd, cfg.Runtime, cfg.Slots+1, opBuf)
+		if err != nil {
+			rc.Close()
+			return nil, fmt.Errorf("race: %w", err)
+		}
+		c.rpc, c.ops = rc, ops
+	} else {
+		var ops *remote.Ops
+		rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll,
+			Foreign: func(wc *verbs.WC) { ops.Complete(wc) }})
+		if err != nil {
+			return nil, fmt.Errorf("race: %w", err)
+		}
+		ops, err = remote.New(pd, qp, cfg.Slots+1, opBuf, rc)
+		if err != nil {
+			rc.Close()
+			return nil, fmt.Errorf("race: %w", err)
+		}
+		c.rpc, c.ops = rc, ops
 	}
-	ops, err = remote.New(pd, qp, cfg.Slots+1, opBuf, rc)
-	if err != nil {
-		rc.Close()
-		return nil, fmt.Errorf("race: %w", err)
-	}
-	c.rpc, c.ops = rc, ops
+	var err error
 	if c.dirMR, err = pd.AllocMR(max(8<<MaxDepth, subtableSize)+64, verbs.AccessLocalWrite); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("race: %w", err)
 	}
 	var info [12]byte
-	if _, err := rc.Call(ctx, methodInfo, nil, info[:]); err != nil {
+	if _, err := c.rpc.Call(ctx, methodInfo, nil, info[:]); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("race: node info: %w", c.mapErr(err))
 	}

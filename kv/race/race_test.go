@@ -11,6 +11,7 @@ import (
 	"github.com/rdmakit/rdmakit/kv/race"
 	"github.com/rdmakit/rdmakit/smart"
 	_ "github.com/rdmakit/rdmakit/transport/tcp"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // node starts a RACE node on a new bed and returns clients to it (with a
@@ -23,10 +24,47 @@ func node(t *testing.T, scheme string, cfg race.Config, clients int, cache *race
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
+	var rt *smart.Runtime
+	if cache != nil { // Smart-HT: its lists run on a smart runtime's two workers
+		ncq, err := b.Node.CreateCQ(256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		connect := func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
+			qp, err := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 512}})
+			if err != nil {
+				return nil, err
+			}
+			nqp, err := b.NodePD.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: ncq, RecvCQ: ncq})
+			if err != nil {
+				return nil, err
+			}
+			if err := verbs.ConnectRC(nqp, verbs.AccessAll, b.Dev.Address(), qp.QPN()); err != nil {
+				return nil, err
+			}
+			return qp, verbs.ConnectRC(qp, verbs.AccessAll, b.Node.Address(), nqp.QPN())
+		}
+		rt, err = smart.New(context.Background(), smart.Config{Device: b.Dev, PD: b.PD, Nodes: []smart.ConnectFunc{connect},
+			Workers: 2, Throttle: true, Tuner: smart.TunerConfig{Candidates: []int{16, 64}, Delta: time.Millisecond},
+			Backoff: smart.BackoffConfig{Tasks: 16}, Gather: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rt.Close) // before the bed closes the devices
+		t.Cleanup(func() {
+			var done uint64
+			for _, w := range rt.Workers() {
+				done += w.Stats().Completed
+			}
+			if done == 0 {
+				t.Errorf("no Smart-HT request ran on the smart runtime's workers")
+			}
+		})
+	}
 	var cs []*race.Client
 	for i := 0; i < clients; i++ {
 		qp, cq := b.Connect(t, 512, 64, srv.Serve)
-		cfg := race.ClientConfig{Cache: cache}
+		cfg := race.ClientConfig{Cache: cache, Runtime: rt}
 		if cache != nil { // Smart-HT
 			cfg.Backoff = &smart.BackoffConfig{C0: 4 * time.Microsecond, Dynamic: true}
 		}

@@ -6,6 +6,7 @@ package stores
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
@@ -73,6 +74,25 @@ type ClientOptions struct {
 	// Cache is Smart-HT's slot cache, shared by the clients of a process
 	// (nil: each Smart-HT client makes its own).
 	Cache *race.SlotCache
+	// Runtime runs Smart-HT's one-sided lists as tasks of its workers
+	// (NewRuntime; shared by the clients of a process). Nil: they go on
+	// the client's own connection.
+	Runtime *smart.Runtime
+}
+
+// NewRuntime starts the smart runtime that the Smart-HT clients of a
+// process share: workers (one per core when workers is 0), each with its
+// own QP to the node, made by connect on dev and pd — the clients'
+// device and PD — and Smart's adaptive work-request throttling. Its
+// tuner's candidate limits suit a soft NIC, whose round trips are tens of
+// microseconds: 16 to 128 requests in flight per worker, or unlimited.
+func NewRuntime(ctx context.Context, dev verbs.Device, pd verbs.PD, connect smart.ConnectFunc, workers int) (*smart.Runtime, error) {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	return smart.New(ctx, smart.Config{Device: dev, PD: pd, Nodes: []smart.ConnectFunc{connect}, Workers: workers,
+		Throttle: true, Tuner: smart.TunerConfig{Candidates: []int{16, 32, 64, 128}},
+		Backoff: smart.BackoffConfig{Tasks: 64}, Poll: verbs.PollEvent, Gather: true})
 }
 
 // NewClient starts a client of design on qp (connected to the node's
@@ -91,7 +111,7 @@ func NewClient(ctx context.Context, design string, pd verbs.PD, qp verbs.QP, cq 
 			cache = race.NewSlotCache(0)
 		}
 		return race.NewClient(ctx, pd, qp, cq, race.ClientConfig{Poll: o.Poll, Slots: o.Slots, Cache: cache,
-			Backoff: &smart.BackoffConfig{Dynamic: true}})
+			Backoff: &smart.BackoffConfig{Dynamic: true}, Runtime: o.Runtime})
 	}
 	return nil, fmt.Errorf("%w: no store design %q (want one of %v)", verbs.ErrInvalidArg, design, Designs)
 }

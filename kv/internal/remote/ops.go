@@ -83,15 +83,42 @@ func (o *Ops) Complete(wc *verbs.WC) {
 
 // Slot is one request list's buffer and identity.
 type Slot struct {
-	o   *Ops
-	i   int
-	Buf []byte // the slot's registered bytes
+	i    int
+	Buf  []byte // the slot's registered bytes
+	addr uint64 // Buf's address
+	lkey uint32
+}
+
+// slotOf is slot i of the slots of size bytes in mr.
+func slotOf(mr verbs.MR, size, i int) Slot {
+	return Slot{i: i, Buf: mr.Bytes()[i*size : (i+1)*size], addr: mr.Addr() + uint64(i*size), lkey: mr.LKey()}
 }
 
 // SGE describes n bytes of the slot's buffer from off.
 func (s Slot) SGE(off, n int) verbs.SGE {
-	return verbs.SGE{Addr: s.o.mr.Addr() + uint64(s.i*s.o.size+off), Length: uint32(n), LKey: s.o.mr.LKey()}
+	return verbs.SGE{Addr: s.addr + uint64(off), Length: uint32(n), LKey: s.lkey}
 }
+
+// Poster runs a store client's one-sided request lists in slots: Ops on
+// the client's own connection, TaskOps as tasks of a smart runtime's
+// workers.
+type Poster interface {
+	// Acquire takes a free slot, waiting while all are in use.
+	Acquire(ctx context.Context) (Slot, error)
+	// Do posts wrs in slot s (exactly one signaled, normally the last)
+	// and waits for their completion. When ctx ends first it returns
+	// ctx's error and releases the slot itself once the list completes:
+	// the caller must not use the slot any more.
+	Do(ctx context.Context, s Slot, wrs []verbs.SendWR) (verbs.WC, error)
+	// Release returns a slot whose last list has completed.
+	Release(s Slot)
+	// Trips counts the lists run (each one round trip).
+	Trips() uint64
+	// Close releases the slots' memory; call it once nothing runs.
+	Close() error
+}
+
+var _ Poster = (*Ops)(nil)
 
 // ID is the wr_id the slot's requests carry.
 func (s Slot) ID() uint64 { return rpc.ForeignID | uint64(s.i) }
@@ -100,7 +127,7 @@ func (s Slot) ID() uint64 { return rpc.ForeignID | uint64(s.i) }
 func (o *Ops) Acquire(ctx context.Context) (Slot, error) {
 	select {
 	case i := <-o.free:
-		return Slot{o: o, i: i, Buf: o.mr.Bytes()[i*o.size : (i+1)*o.size]}, nil
+		return slotOf(o.mr, o.size, i), nil
 	case <-ctx.Done():
 		return Slot{}, ctx.Err()
 	case <-o.done:
