@@ -45,6 +45,14 @@ func (t *Task) Worker() *Worker { return t.w }
 // credits first, and parks until the list completes. It returns the last
 // request's completion, or an error for a failed one.
 func (t *Task) Do(node int, wrs []verbs.SendWR) (verbs.WC, error) {
+	return t.DoContext(t.ctx, node, wrs)
+}
+
+// DoContext is Do bounded by ctx instead of the task's context: for a
+// long-lived task (Enter) that serves callers with contexts of their own.
+// When ctx ends first, the list stays in flight: call Wait before reusing
+// its buffers.
+func (t *Task) DoContext(ctx context.Context, node int, wrs []verbs.SendWR) (verbs.WC, error) {
 	if len(wrs) == 0 || len(wrs) > MaxBatch {
 		return verbs.WC{}, fmt.Errorf("%w: a list of %d requests (1 … %d)", verbs.ErrInvalidArg, len(wrs), MaxBatch)
 	}
@@ -58,7 +66,7 @@ func (t *Task) Do(node int, wrs []verbs.SendWR) (verbs.WC, error) {
 	last := &wrs[len(wrs)-1]
 	last.ID = wrID(t.id, t.w.id, len(wrs))
 	last.Flags |= verbs.FlagSignaled
-	if err := t.w.acquire(t.ctx, len(wrs)); err != nil {
+	if err := t.w.acquire(ctx, len(wrs)); err != nil {
 		return verbs.WC{}, err
 	}
 	if err := t.w.post(node, wrs); err != nil {
@@ -77,15 +85,18 @@ func (t *Task) Do(node int, wrs []verbs.SendWR) (verbs.WC, error) {
 			if wc.ID == last.ID {
 				return wc, nil
 			}
-		case <-t.ctx.Done():
+		case <-ctx.Done():
 			t.pending = last.ID
-			return verbs.WC{}, t.ctx.Err()
+			return verbs.WC{}, ctx.Err()
 		}
 	}
 }
 
-// drain waits, without a context, for the completion of the list a Do
-// left in flight (or for the runtime to close).
+// Wait waits, without a context, for the completion of the list a Do
+// left in flight when its context ended (or for the runtime to close).
+func (t *Task) Wait() { t.drain() }
+
+// drain is Wait.
 func (t *Task) drain() {
 	for t.pending != 0 {
 		select {

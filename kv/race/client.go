@@ -116,7 +116,7 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 		if err != nil {
 			return nil, fmt.Errorf("race: %w", err)
 		}
-		ops, err := remote.NewTaskOps(pd, cfg.Runtime, cfg.Slots+1, opBuf)
+		ops, err := remote.NewTaskOps(ctx, pd, cfg.Runtime, cfg.Slots+1, opBuf)
 		if err != nil {
 			rc.Close()
 			return nil, fmt.Errorf("race: %w", err)

@@ -46,7 +46,7 @@ func node(t *testing.T, scheme string, cfg race.Config, clients int, cache *race
 		}
 		rt, err = smart.New(context.Background(), smart.Config{Device: b.Dev, PD: b.PD, Nodes: []smart.ConnectFunc{connect},
 			Workers: 2, Throttle: true, Tuner: smart.TunerConfig{Candidates: []int{16, 64}, Delta: time.Millisecond},
-			Backoff: smart.BackoffConfig{Tasks: 16}, Gather: true})
+			Backoff: smart.BackoffConfig{Tasks: 4096}, Gather: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -83,16 +83,18 @@ type ClientOptions struct {
 // NewRuntime starts the smart runtime that the Smart-HT clients of a
 // process share: workers (one per core when workers is 0), each with its
 // own QP to the node, made by connect on dev and pd — the clients'
-// device and PD — and Smart's adaptive work-request throttling. Its
+// device and PD — and Smart's adaptive work-request throttling. Every
+// client slot holds a task of a worker for the client's life, hence the
+// large task limit. Its
 // tuner's candidate limits suit a soft NIC, whose round trips are tens of
-// microseconds: 16 to 128 requests in flight per worker, or unlimited.
+// microseconds: 64 or 128 requests in flight per worker, or unlimited.
 func NewRuntime(ctx context.Context, dev verbs.Device, pd verbs.PD, connect smart.ConnectFunc, workers int) (*smart.Runtime, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	return smart.New(ctx, smart.Config{Device: dev, PD: pd, Nodes: []smart.ConnectFunc{connect}, Workers: workers,
-		Throttle: true, Tuner: smart.TunerConfig{Candidates: []int{16, 32, 64, 128}},
-		Backoff: smart.BackoffConfig{Tasks: 64}, Poll: verbs.PollEvent, Gather: true})
+		Throttle: true, Tuner: smart.TunerConfig{Candidates: []int{64, 128}},
+		Backoff: smart.BackoffConfig{Tasks: 4096}, Poll: verbs.PollEvent, Gather: true})
 }
 
 // NewClient starts a client of design on qp (connected to the node's

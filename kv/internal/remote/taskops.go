@@ -11,24 +11,25 @@ import (
 )
 
 // TaskOps runs a store client's one-sided request lists as tasks of a
-// smart runtime: slot i belongs to worker i mod workers, and each list
-// goes out on that worker's QP to the node, under the worker's
-// work-request throttling, its completion dispatched by the worker's
-// poller. Safe for concurrent use.
+// smart runtime: slot i holds a task of worker i mod workers for the
+// client's life, and each list goes out on that worker's QP to the node,
+// under the worker's work-request throttling, its completion dispatched
+// by the worker's poller. Safe for concurrent use.
 type TaskOps struct {
 	rt    *smart.Runtime
 	mr    verbs.MR
 	size  int
 	free  chan int
-	tasks []*smart.Task // the task holding each acquired slot
+	tasks []*smart.Task // slot i's task
 	trips atomic.Uint64
 }
 
 var _ Poster = (*TaskOps)(nil)
 
 // NewTaskOps registers slots buffers of size bytes in pd, the runtime's
-// protection domain, for lists run on rt's workers.
-func NewTaskOps(pd verbs.PD, rt *smart.Runtime, slots, size int) (*TaskOps, error) {
+// protection domain, and starts a task per slot on rt's workers (their
+// task limit must leave room for them).
+func NewTaskOps(ctx context.Context, pd verbs.PD, rt *smart.Runtime, slots, size int) (*TaskOps, error) {
 	if rt == nil || len(rt.Workers()) == 0 {
 		return nil, fmt.Errorf("%w: no smart runtime", verbs.ErrInvalidArg)
 	}
@@ -37,29 +38,27 @@ func NewTaskOps(pd verbs.PD, rt *smart.Runtime, slots, size int) (*TaskOps, erro
 		return nil, err
 	}
 	o := &TaskOps{rt: rt, mr: mr, size: size, free: make(chan int, slots), tasks: make([]*smart.Task, slots)}
+	ws := rt.Workers()
 	for i := 0; i < slots; i++ {
+		t, err := ws[i%len(ws)].Enter(ctx)
+		if err != nil {
+			o.Close()
+			return nil, err
+		}
+		o.tasks[i] = t
 		o.free <- i
 	}
 	return o, nil
 }
 
-// Acquire implements Poster: a free slot, and a task on its worker (the
-// worker's task throttling may hold it back).
+// Acquire implements Poster.
 func (o *TaskOps) Acquire(ctx context.Context) (Slot, error) {
-	var i int
 	select {
-	case i = <-o.free:
+	case i := <-o.free:
+		return slotOf(o.mr, o.size, i), nil
 	case <-ctx.Done():
 		return Slot{}, ctx.Err()
 	}
-	ws := o.rt.Workers()
-	t, err := ws[i%len(ws)].Enter(ctx)
-	if err != nil {
-		o.free <- i
-		return Slot{}, err
-	}
-	o.tasks[i] = t
-	return slotOf(o.mr, o.size, i), nil
 }
 
 // Do implements Poster. A list that completes with an error status comes
@@ -68,12 +67,15 @@ func (o *TaskOps) Acquire(ctx context.Context) (Slot, error) {
 func (o *TaskOps) Do(ctx context.Context, s Slot, wrs []verbs.SendWR) (verbs.WC, error) {
 	o.trips.Add(1)
 	t := o.tasks[s.i]
-	wc, err := t.Do(0, wrs)
+	wc, err := t.DoContext(ctx, 0, wrs)
 	switch {
 	case err == nil:
 		return wc, nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		go o.Release(s) // Leave waits for the list in flight
+		go func() {
+			t.Wait()
+			o.free <- s.i
+		}()
 		return verbs.WC{}, err
 	case wc.Status != verbs.StatusSuccess:
 		return wc, nil
@@ -82,15 +84,19 @@ func (o *TaskOps) Do(ctx context.Context, s Slot, wrs []verbs.SendWR) (verbs.WC,
 }
 
 // Release implements Poster.
-func (o *TaskOps) Release(s Slot) {
-	t := o.tasks[s.i]
-	o.tasks[s.i] = nil
-	t.Leave()
-	o.free <- s.i
-}
+func (o *TaskOps) Release(s Slot) { o.free <- s.i }
 
 // Trips implements Poster.
 func (o *TaskOps) Trips() uint64 { return o.trips.Load() }
 
-// Close implements Poster.
-func (o *TaskOps) Close() error { return o.mr.Deregister() }
+// Close implements Poster: it ends the slots' tasks and releases their
+// memory.
+func (o *TaskOps) Close() error {
+	for i, t := range o.tasks {
+		if t != nil {
+			t.Leave()
+			o.tasks[i] = nil
+		}
+	}
+	return o.mr.Deregister()
+}
