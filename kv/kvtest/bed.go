@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/stores"
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -92,4 +93,24 @@ func (b *Bed) Connect(t testing.TB, sendWRs, recvWRs int, serve func(ctx context
 		}
 	}()
 	return cqp, ccq
+}
+
+// Clients makes n clients of a store on the bed, one connection each
+// (sized for sendWRs and recvWRs requests, the node's end served by
+// serve), with dial turning a connection into a client. The test's
+// cleanup closes them.
+func Clients[C kv.Store](t testing.TB, b *Bed, n, sendWRs, recvWRs int, serve func(ctx context.Context, qp verbs.QP, cq verbs.CQ) error,
+	dial func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (C, error)) []C {
+	t.Helper()
+	var cs []C
+	for i := 0; i < n; i++ {
+		qp, cq := b.Connect(t, sendWRs, recvWRs, serve)
+		c, err := dial(context.Background(), b.PD, qp, cq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cs = append(cs, c)
+	}
+	return cs
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rdmakit/rdmakit/kv/kvtest"
 	"github.com/rdmakit/rdmakit/kv/pilaf"
 	_ "github.com/rdmakit/rdmakit/transport/tcp"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // node starts a Pilaf node on a new bed and returns clients to it.
@@ -23,16 +24,9 @@ func node(t *testing.T, scheme string, cfg pilaf.Config, clients int) (*kvtest.B
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() }) // after the bed's cleanup stopped the serving
-	var cs []*pilaf.Client
-	for i := 0; i < clients; i++ {
-		qp, cq := b.Connect(t, 256, 128, srv.Serve)
-		c, err := pilaf.NewClient(context.Background(), b.PD, qp, cq, pilaf.ClientConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		cs = append(cs, c)
-	}
+	cs := kvtest.Clients(t, b, clients, 256, 128, srv.Serve, func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (*pilaf.Client, error) {
+		return pilaf.NewClient(ctx, pd, qp, cq, pilaf.ClientConfig{})
+	})
 	return b, srv, cs
 }
 

@@ -8,9 +8,10 @@ import (
 	"github.com/rdmakit/rdmakit/kv/kvtest"
 	"github.com/rdmakit/rdmakit/kv/prismkv"
 	_ "github.com/rdmakit/rdmakit/transport/tcp"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
-// node starts a Pilaf node on a new bed and returns clients to it.
+// node starts a PRISM-KV node on a new bed and returns clients to it.
 func node(t *testing.T, scheme string, cfg prismkv.Config, clients int) (*kvtest.Bed, *prismkv.Server, []*prismkv.Client) {
 	t.Helper()
 	b := kvtest.NewBed(t, scheme)
@@ -19,16 +20,9 @@ func node(t *testing.T, scheme string, cfg prismkv.Config, clients int) (*kvtest
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() }) // after the bed's cleanup stopped the serving
-	var cs []*prismkv.Client
-	for i := 0; i < clients; i++ {
-		qp, cq := b.Connect(t, 256, 128, srv.Serve)
-		c, err := prismkv.NewClient(context.Background(), b.PD, qp, cq, prismkv.ClientConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		cs = append(cs, c)
-	}
+	cs := kvtest.Clients(t, b, clients, 256, 128, srv.Serve, func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (*prismkv.Client, error) {
+		return prismkv.NewClient(ctx, pd, qp, cq, prismkv.ClientConfig{})
+	})
 	return b, srv, cs
 }
 

@@ -61,20 +61,13 @@ func node(t *testing.T, scheme string, cfg race.Config, clients int, cache *race
 			}
 		})
 	}
-	var cs []*race.Client
-	for i := 0; i < clients; i++ {
-		qp, cq := b.Connect(t, 512, 64, srv.Serve)
-		cfg := race.ClientConfig{Cache: cache, Runtime: rt}
-		if cache != nil { // Smart-HT
-			cfg.Backoff = &smart.BackoffConfig{C0: 4 * time.Microsecond, Dynamic: true}
-		}
-		c, err := race.NewClient(context.Background(), b.PD, qp, cq, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		cs = append(cs, c)
+	ccfg := race.ClientConfig{Cache: cache, Runtime: rt}
+	if cache != nil { // Smart-HT
+		ccfg.Backoff = &smart.BackoffConfig{C0: 4 * time.Microsecond, Dynamic: true}
 	}
+	cs := kvtest.Clients(t, b, clients, 512, 64, srv.Serve, func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (*race.Client, error) {
+		return race.NewClient(ctx, pd, qp, cq, ccfg)
+	})
 	return b, srv, cs
 }
 
