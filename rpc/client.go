@@ -3,9 +3,7 @@ package rpc
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -286,26 +284,7 @@ func (c *Client) submitHerd(slot, ln int, signal verbs.SendFlags) {
 // (or by the poller) have freed room. It gives up when the connection
 // fails.
 func (c *Client) post(wrs []verbs.SendWR) error {
-	for spins := 0; ; spins++ {
-		err := c.qp.PostSend(wrs)
-		var pe *verbs.PostError
-		if err == nil || !errors.As(err, &pe) || !errors.Is(err, verbs.ErrQueueFull) {
-			return err
-		}
-		wrs = wrs[pe.Index:]
-		if c.Progress() == 0 {
-			select {
-			case <-c.done:
-				return err
-			default:
-			}
-			if spins < 64 {
-				runtime.Gosched()
-			} else {
-				time.Sleep(10 * time.Microsecond)
-			}
-		}
-	}
+	return verbs.PostAll(c.qp, wrs, c.Progress, c.done)
 }
 
 // submit queues wr and, unless another caller is posting, posts

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/rpc"
@@ -185,26 +184,7 @@ func (o *Ops) Trips() uint64 { return o.trips.Load() }
 // already accepted stay posted, the rest go again once polled
 // completions have freed room.
 func (o *Ops) postAll(wrs []verbs.SendWR) error {
-	for spins := 0; ; spins++ {
-		err := o.qp.PostSend(wrs)
-		var pe *verbs.PostError
-		if err == nil || !errors.As(err, &pe) || !errors.Is(err, verbs.ErrQueueFull) {
-			return err
-		}
-		wrs = wrs[pe.Index:]
-		if o.progress() == 0 {
-			select {
-			case <-o.done:
-				return err
-			default:
-			}
-			if spins < 64 {
-				runtime.Gosched()
-			} else {
-				time.Sleep(10 * time.Microsecond)
-			}
-		}
-	}
+	return verbs.PostAll(o.qp, wrs, o.progress, o.done)
 }
 
 // post queues wrs and, unless another caller is posting, posts

@@ -1,0 +1,36 @@
+package verbs
+
+import (
+	"errors"
+	"runtime"
+	"time"
+)
+
+// PostAll posts wrs on qp, waiting out a full send queue: the requests
+// already accepted stay posted, and the rest go again once room is free.
+// While the queue is full it calls progress, which polls completions (the
+// caller's CQ) and returns how many it handled; when that finds none it
+// yields, then sleeps 10 µs between tries. It gives up, returning the
+// queue-full error, when done closes. Any other error comes back at once.
+func PostAll(qp QP, wrs []SendWR, progress func() int, done <-chan struct{}) error {
+	for spins := 0; ; spins++ {
+		err := qp.PostSend(wrs)
+		var pe *PostError
+		if err == nil || !errors.As(err, &pe) || !errors.Is(err, ErrQueueFull) {
+			return err
+		}
+		wrs = wrs[pe.Index:]
+		if progress() == 0 {
+			select {
+			case <-done:
+				return err
+			default:
+			}
+			if spins < 64 {
+				runtime.Gosched()
+			} else {
+				time.Sleep(10 * time.Microsecond)
+			}
+		}
+	}
+}
