@@ -85,14 +85,10 @@ type Client struct {
 	sent    atomic.Uint64 // SENDs posted: every 16th is signaled, to free send-queue slots
 	life    sync.RWMutex  // calls hold it shared while they use the buffers; Close exclusively
 
-	// Requests are posted by combining: a caller appends its SEND to
-	// pending; whoever finds nobody posting posts everything pending as
-	// one list (one doorbell for all the callers waiting then).
-	pmu     sync.Mutex
-	pending []verbs.SendWR
-	spare   []verbs.SendWR
-	posting bool
-	sgl     []verbs.SGE
+	// Requests are posted by combining: concurrent callers' SENDs go
+	// out as one list (one doorbell for all the callers waiting then).
+	comb verbs.Combiner
+	sgl  []verbs.SGE
 
 	// HERD requests: the server's request region and, per slot, the
 	// counter of the last request and the SGE of its closing word.
@@ -122,8 +118,9 @@ func NewClient(pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg ClientConfig) (*Client
 		return nil, err
 	}
 	c := &Client{cfg: cfg, qp: qp, cq: cq, mr: mr, free: make(chan int, n), calls: make([]call, n), done: make(chan struct{}),
-		sgl: make([]verbs.SGE, n), pending: make([]verbs.SendWR, 0, 2*n), spare: make([]verbs.SendWR, 0, 2*n),
+		sgl: make([]verbs.SGE, n),
 		ctr: make([]uint32, n), wordSGL: make([]verbs.SGE, n), wordBase: 3 * n * size}
+	c.comb.Post, c.comb.Fail = c.post, c.failBatch
 	recvs := make([]verbs.RecvWR, 2*n)
 	for i := range recvs {
 		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{c.recvSGE(i)}}
@@ -289,36 +286,21 @@ func (c *Client) post(wrs []verbs.SendWR) error {
 
 // submit queues wr and, unless another caller is posting, posts
 // everything queued as one list. A failed post fails the calls it carried.
-func (c *Client) submit(wrs ...verbs.SendWR) {
-	c.pmu.Lock()
-	c.pending = append(c.pending, wrs...)
-	if c.posting {
-		c.pmu.Unlock()
-		return
-	}
-	c.posting = true
-	for len(c.pending) > 0 {
-		batch := c.pending
-		c.pending = c.spare[:0]
-		c.pmu.Unlock()
-		err := c.post(batch)
-		c.pmu.Lock()
-		if err != nil {
-			c.mu.Lock()
-			for i := range batch {
-				cl := &c.calls[batch[i].ID]
-				cl.err = err
-				select {
-				case cl.done <- struct{}{}:
-				default:
-				}
-			}
-			c.mu.Unlock()
+func (c *Client) submit(wrs ...verbs.SendWR) { c.comb.Submit(wrs...) }
+
+// failBatch fails the calls whose requests a failed post carried (the
+// Combiner's Fail).
+func (c *Client) failBatch(batch []verbs.SendWR, err error) {
+	c.mu.Lock()
+	for i := range batch {
+		cl := &c.calls[batch[i].ID]
+		cl.err = err
+		select {
+		case cl.done <- struct{}{}:
+		default:
 		}
-		c.spare = batch[:0]
 	}
-	c.posting = false
-	c.pmu.Unlock()
+	c.mu.Unlock()
 }
 
 // poll receives responses and hands them to their calls.

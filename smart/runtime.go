@@ -136,7 +136,6 @@ func New(ctx context.Context, c Config) (*Runtime, error) {
 			w.tuner = NewTuner(c.Tuner)
 		}
 		w.room = sync.NewCond(&w.mu)
-		w.pq = make([]postQueue, len(c.Nodes))
 		w.slots = make(chan struct{}, c.Backoff.Tasks)
 		r.workers = append(r.workers, w)
 	}
@@ -163,6 +162,12 @@ func New(ctx context.Context, c Config) (*Runtime, error) {
 		}
 	}
 	for _, w := range r.workers {
+		if c.Gather && c.Sharing == PerWorker {
+			w.gather = make([]verbs.Combiner, len(c.Nodes))
+			for n := range c.Nodes {
+				w.gather[n] = w.gatherer(n)
+			}
+		}
 		r.wg.Add(1)
 		go w.poll()
 	}
@@ -207,8 +212,8 @@ type Worker struct {
 	closed    bool
 	completed uint64
 	running   int
-	idle      []*Task     // ended tasks, for Enter to reuse
-	pq        []postQueue // per node, with Gather
+	idle      []*Task          // ended tasks, for Enter to reuse
+	gather    []verbs.Combiner // per node, with Gather
 }
 
 // ID is the worker's index.
@@ -328,7 +333,7 @@ func (w *Worker) acquire(ctx context.Context, n int) error {
 // the lists' tasks) and returns nil.
 func (w *Worker) post(node int, wrs []verbs.SendWR) error {
 	if w.rt.cfg.Gather && w.rt.cfg.Sharing == PerWorker {
-		w.gather(node, wrs)
+		w.gather[node].Submit(wrs...)
 		return nil
 	}
 	if w.rt.cfg.Sharing == SharedPath {
@@ -338,51 +343,24 @@ func (w *Worker) post(node int, wrs []verbs.SendWR) error {
 	return w.qps[node].PostSend(wrs)
 }
 
-// postQueue gathers the lists a worker's tasks post to one node.
-type postQueue struct {
-	mu      sync.Mutex
-	pending []verbs.SendWR
-	spare   []verbs.SendWR
-	posting bool
-}
-
-// gather queues wrs and, unless another task is posting, yields once and
-// posts everything queued as one list.
-func (w *Worker) gather(node int, wrs []verbs.SendWR) {
-	q := &w.pq[node]
-	q.mu.Lock()
-	q.pending = append(q.pending, wrs...)
-	if q.posting {
-		q.mu.Unlock()
-		return
-	}
-	q.posting = true
-	q.mu.Unlock()
-	runtime.Gosched() // let the tasks ready to post append theirs
-	q.mu.Lock()
-	for len(q.pending) > 0 {
-		batch := q.pending
-		q.pending = q.spare[:0]
-		q.mu.Unlock()
-		if err := w.qps[node].PostSend(batch); err != nil {
-			// The requests from the failed one on never run: fail their
-			// lists through their signaled requests.
-			from := 0
-			var pe *verbs.PostError
-			if errors.As(err, &pe) {
-				from = pe.Index
-			}
-			for i := from; i < len(batch); i++ {
-				if batch[i].Flags&verbs.FlagSignaled != 0 {
-					w.rt.dispatch(&verbs.WC{ID: batch[i].ID, Status: verbs.StatusWRFlushErr, Opcode: verbs.WCSend})
-				}
+// gatherer returns a combiner for the lists w's tasks post to node n: a
+// failed post fails the lists it carried through error completions.
+func (w *Worker) gatherer(n int) verbs.Combiner {
+	qp := w.qps[n]
+	return verbs.Combiner{Post: qp.PostSend, Yield: true, Fail: func(batch []verbs.SendWR, err error) {
+		// The requests from the failed one on never run: fail their lists
+		// through their signaled requests.
+		from := 0
+		var pe *verbs.PostError
+		if errors.As(err, &pe) {
+			from = pe.Index
+		}
+		for i := from; i < len(batch); i++ {
+			if batch[i].Flags&verbs.FlagSignaled != 0 {
+				w.rt.dispatch(&verbs.WC{ID: batch[i].ID, Status: verbs.StatusWRFlushErr, Opcode: verbs.WCSend})
 			}
 		}
-		q.mu.Lock()
-		q.spare = batch[:0]
-	}
-	q.posting = false
-	q.mu.Unlock()
+	}}
 }
 
 // poll is the worker's poller: it dispatches completions to tasks,

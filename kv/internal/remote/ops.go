@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,15 +30,13 @@ type Ops struct {
 	progress func() int
 	trips    atomic.Uint64
 
-	// Lists are posted by combining: a caller appends its list to
-	// pending; whoever finds nobody posting yields once, then posts
-	// everything pending as one PostSend (one doorbell, one frame on tcp)
-	// for all the callers waiting then.
-	pmu     sync.Mutex
-	pending []verbs.SendWR
-	spare   []verbs.SendWR
-	posting bool
-	failed  error // a failed post: the connection is unusable
+	// Lists are posted by combining (verbs.Combiner, yielding once):
+	// concurrent callers' lists go out as one PostSend — one doorbell,
+	// one frame on tcp. A failed post fails the lists it carried, and
+	// every later post (failed, under pmu).
+	comb   verbs.Combiner
+	pmu    sync.Mutex
+	failed error
 }
 
 // Conn is what Ops needs of the connection's completion side: an
@@ -61,6 +58,7 @@ func New(pd verbs.PD, qp verbs.QP, slots, size int, conn Conn) (*Ops, error) {
 	}
 	o := &Ops{qp: qp, mr: mr, size: size, free: make(chan int, slots), slots: make([]chan verbs.WC, slots),
 		done: conn.Done(), cause: conn.Err, progress: conn.Progress}
+	o.comb = verbs.Combiner{Post: o.postAll, Fail: o.failBatch, Yield: true}
 	for i := range o.slots {
 		o.slots[i] = make(chan verbs.WC, 1)
 		o.free <- i
@@ -187,52 +185,29 @@ func (o *Ops) postAll(wrs []verbs.SendWR) error {
 	return verbs.PostAll(o.qp, wrs, o.progress, o.done)
 }
 
-// post queues wrs and, unless another caller is posting, posts
-// everything queued as one list.
+// post submits wrs to the combiner, unless an earlier post failed.
 func (o *Ops) post(wrs []verbs.SendWR) error {
 	o.pmu.Lock()
-	if o.failed != nil {
-		err := o.failed
-		o.pmu.Unlock()
+	err := o.failed
+	o.pmu.Unlock()
+	if err != nil {
 		return err
 	}
-	o.pending = append(o.pending, wrs...)
-	if o.posting {
-		o.pmu.Unlock()
-		return nil
-	}
-	o.posting = true
-	// Let the callers that are ready to post (tasks just woken by the
-	// same batch of completions) append their lists first: one yield, and
-	// they share this doorbell — one PostSend, one frame on tcp. Without
-	// it the first of them posts alone and the rest post as a second
-	// batch right behind it.
-	o.pmu.Unlock()
-	runtime.Gosched()
-	o.pmu.Lock()
-	for len(o.pending) > 0 && o.failed == nil {
-		batch := o.pending
-		o.pending = o.spare[:0]
-		o.pmu.Unlock()
-		err := o.postAll(batch)
-		o.pmu.Lock()
-		if err != nil {
-			// The lists of this batch never completes: fail their
-			// callers, and every later post.
-			o.failed = err
-			for i := range batch {
-				o.Complete(&verbs.WC{ID: batch[i].ID, Status: verbs.StatusWRFlushErr})
-			}
-			for i := range o.pending {
-				o.Complete(&verbs.WC{ID: o.pending[i].ID, Status: verbs.StatusWRFlushErr})
-			}
-			o.pending = o.pending[:0]
-		}
-		o.spare = batch[:0]
-	}
-	o.posting = false
-	o.pmu.Unlock()
+	o.comb.Submit(wrs...)
 	return nil
+}
+
+// failBatch fails the lists of a batch whose post failed (the
+// Combiner's Fail), and every later post.
+func (o *Ops) failBatch(batch []verbs.SendWR, err error) {
+	o.pmu.Lock()
+	if o.failed == nil {
+		o.failed = err
+	}
+	o.pmu.Unlock()
+	for i := range batch {
+		o.Complete(&verbs.WC{ID: batch[i].ID, Status: verbs.StatusWRFlushErr})
+	}
 }
 
 // Close deregisters the buffers; call it once the connection is closed.
