@@ -144,6 +144,15 @@ func TestPlotErrors(t *testing.T) {
 	if err := WritePNG(&bytes.Buffer{}, r); err != nil {
 		t.Error(err)
 	}
+	r.Plots = []Plot{{Title: "bars", Y: "p50", Series: []string{"nope"}, Bars: true}}
+	if err := WritePNG(&bytes.Buffer{}, r); err == nil {
+		t.Error("unknown label column accepted")
+	}
+	r.Plots = []Plot{{Title: "bars", Y: "p50", Series: []string{r.Columns[0].Name}, Bars: true}}
+	var png bytes.Buffer
+	if err := WritePNG(&png, r); err != nil || png.Len() == 0 {
+		t.Errorf("bar chart: %v, %d bytes", err, png.Len())
+	}
 }
 
 func TestFormatValue(t *testing.T) {

@@ -39,6 +39,7 @@ func runGuidelines(ctx context.Context, env *Env) (*Result, error) {
 		Name:    "guidelines",
 		Title:   "design guidelines of Kalia et al. on rdmakit's tcp transport, each on and off",
 		Columns: guidelineColumns,
+		Plots:   []Plot{{Title: "throughput of each guideline's settings", Y: "rate", Series: []string{"guideline", "setting"}, Bars: true}},
 	}
 	cases := []guidelineCase{
 		{guideline: "doorbell batching", setting: "off: one write per request", op: verbs.OpRead, size: 8, doorbellPerWR: true, signalEvery: 16, qps: 1},

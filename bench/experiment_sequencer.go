@@ -42,7 +42,8 @@ var seqPoll = verbs.PollEvent
 
 func runSequencer(ctx context.Context, env *Env) (*Result, error) {
 	point := env.PointDuration(time.Second, 100*time.Millisecond)
-	r := &Result{Name: "sequencer", Title: "networked sequencers vs Redis INCR and memcached incr", Columns: sequencerColumns}
+	r := &Result{Name: "sequencer", Title: "networked sequencers vs Redis INCR and memcached incr", Columns: sequencerColumns,
+		Plots: []Plot{{Title: "sequence numbers per second", Y: "rate", Series: []string{"system", "numbers_per_request"}, Bars: true}}}
 	bar := env.Progress(9, 9*point, "sequencer")
 	defer bar.Finish()
 	var redis float64

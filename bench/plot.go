@@ -48,6 +48,9 @@ func buildPlot(r *Result, s *Plot) (*plot.Plot, error) {
 	p.Title.Text = s.Title
 	p.Legend.Top = true
 	p.Legend.Left = true
+	if s.Bars {
+		return barPlot(r, s, p)
+	}
 	if s.X == "" || s.Y == "" {
 		return p, nil
 	}
@@ -96,22 +99,15 @@ func seriesPoints(r *Result, s *Plot, xi, yi int) (map[string]plotter.XYs, []str
 			return nil, nil, fmt.Errorf("bench: plot %q names unknown series column %q", s.Title, c)
 		}
 	}
-	where := map[int]string{}
-	for c, v := range s.Where {
-		i := r.Column(c)
-		if i < 0 {
-			return nil, nil, fmt.Errorf("bench: plot %q filters on unknown column %q", s.Title, c)
-		}
-		where[i] = v
+	keep, err := rowFilter(r, s)
+	if err != nil {
+		return nil, nil, err
 	}
 	series := map[string]plotter.XYs{}
 	var names []string
-rows:
 	for _, row := range r.Rows {
-		for i, v := range where {
-			if fmt.Sprint(row[i]) != v {
-				continue rows
-			}
+		if !keep(row) {
+			continue
 		}
 		x, okx := toFloat(row[xi])
 		y, oky := toFloat(row[yi])
@@ -129,4 +125,72 @@ rows:
 		series[name] = append(series[name], plotter.XY{X: x, Y: y})
 	}
 	return series, names, nil
+}
+
+// barPlot draws one bar of s.Y per matching row, labelled by its Series
+// values.
+func barPlot(r *Result, s *Plot, p *plot.Plot) (*plot.Plot, error) {
+	yi := r.Column(s.Y)
+	if yi < 0 {
+		return nil, fmt.Errorf("bench: plot %q names unknown column %q", s.Title, s.Y)
+	}
+	p.Y.Label.Text = r.Columns[yi].Header()
+	keep, err := rowFilter(r, s)
+	if err != nil {
+		return nil, err
+	}
+	label := make([]int, len(s.Series))
+	for i, c := range s.Series {
+		if label[i] = r.Column(c); label[i] < 0 {
+			return nil, fmt.Errorf("bench: plot %q names unknown label column %q", s.Title, c)
+		}
+	}
+	var vals plotter.Values
+	var labels []string
+	for _, row := range r.Rows {
+		y, ok := toFloat(row[yi])
+		if !keep(row) || !ok {
+			continue
+		}
+		parts := make([]string, len(label))
+		for i, c := range label {
+			parts[i] = fmt.Sprint(row[c])
+		}
+		vals = append(vals, y)
+		labels = append(labels, strings.Join(parts, " "))
+	}
+	if len(vals) == 0 {
+		return p, nil
+	}
+	bars, err := plotter.NewBarChart(vals, vg.Points(14))
+	if err != nil {
+		return nil, err
+	}
+	bars.Color = plotutil.Color(0)
+	p.Add(bars)
+	p.NominalX(labels...)
+	p.X.Tick.Label.Rotation = 0.9
+	p.X.Tick.Label.XAlign = draw.XRight
+	p.X.Tick.Label.YAlign = draw.YCenter
+	return p, nil
+}
+
+// rowFilter returns whether a row passes s.Where.
+func rowFilter(r *Result, s *Plot) (func(row []any) bool, error) {
+	where := map[int]string{}
+	for c, v := range s.Where {
+		i := r.Column(c)
+		if i < 0 {
+			return nil, fmt.Errorf("bench: plot %q filters on unknown column %q", s.Title, c)
+		}
+		where[i] = v
+	}
+	return func(row []any) bool {
+		for i, v := range where {
+			if fmt.Sprint(row[i]) != v {
+				return false
+			}
+		}
+		return true
+	}, nil
 }

@@ -36,6 +36,10 @@ type Plot struct {
 	// LogX and LogY use logarithmic axes, for values spanning decades.
 	LogX bool `json:"log_x,omitempty"`
 	LogY bool `json:"log_y,omitempty"`
+	// Bars draws one bar of Y per matching row instead of lines, labelled
+	// by the values of the Series columns; X is unused. For results whose
+	// rows are categories (systems, settings) rather than a sweep.
+	Bars bool `json:"bars,omitempty"`
 }
 
 // Result is the outcome of an experiment: a table with typed values,
