@@ -83,14 +83,15 @@ func (d *device) serve(c net.Conn) {
 		d.refuse(c, err)
 		return
 	}
+	// A refusal is counted before the peer can see it.
 	if h.version != Version {
-		c.Write(appendReject(nil, rejectVersion, fmt.Sprintf("version %d not supported (want %d)", h.version, Version)))
 		d.refuse(c, fmt.Errorf("%w: version %d", ErrRejected, h.version))
+		c.Write(appendReject(nil, rejectVersion, fmt.Sprintf("version %d not supported (want %d)", h.version, Version)))
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(h.token), []byte(d.opts.token)) != 1 {
-		c.Write(appendReject(nil, rejectToken, "bad auth token"))
 		d.refuse(c, fmt.Errorf("%w: bad auth token from %s", ErrRejected, c.RemoteAddr()))
+		c.Write(appendReject(nil, rejectToken, "bad auth token"))
 		return
 	}
 	peer := d.peers.Add(h.address)
