@@ -292,19 +292,10 @@ func (c *Client) install(ctx context.Context, key, value []byte, flags byte) err
 		slot, oldPtr, oldN = e.slot, e.ptr, e.n // skip the lookup: a wrong guess fails the CAS, which tells the truth
 		c.hits.Add(1)
 	} else {
-		f, err := c.find(ctx, s, key, true)
-		if err != nil {
-			return c.mapErr(err)
+		var done bool
+		if slot, oldPtr, oldN, done, err = c.locate(ctx, s, key, flags); done {
+			return err
 		}
-		if f.slot < 0 {
-			c.ops.Release(s)
-			return fmt.Errorf("%w: all %d slots hold other keys", kv.ErrFull, c.nslots)
-		}
-		if !f.exists && flags&flagTomb != 0 {
-			c.ops.Release(s)
-			return nil // deleting a key that never was
-		}
-		slot, oldPtr, oldN = f.slot, f.ptr, f.n
 	}
 	var wrs [4]verbs.SendWR
 	var sgl [4]verbs.SGE
@@ -347,19 +338,10 @@ func (c *Client) install(ctx context.Context, key, value []byte, flags byte) err
 			// The slot was empty when we looked (another key may have
 			// taken it), or our cached guess is off: look again.
 			c.cache.forget(key, h)
-			f, err := c.find(ctx, s, key, true)
-			if err != nil {
-				return c.mapErr(err)
+			var done bool
+			if slot, oldPtr, oldN, done, err = c.locate(ctx, s, key, flags); done {
+				return err
 			}
-			if f.slot < 0 {
-				c.ops.Release(s)
-				return fmt.Errorf("%w: all %d slots hold other keys", kv.ErrFull, c.nslots)
-			}
-			if !f.exists && flags&flagTomb != 0 {
-				c.ops.Release(s)
-				return nil
-			}
-			slot, oldPtr, oldN = f.slot, f.ptr, f.n
 			continue
 		}
 		// The slot holds another version of this key (a slot keeps its
@@ -370,6 +352,26 @@ func (c *Client) install(ctx context.Context, key, value []byte, flags byte) err
 			return fmt.Errorf("%w: %d lost races in a row", kv.ErrUnreachable, attempt)
 		}
 	}
+}
+
+// locate looks key's slot up for an install: the slot and its current
+// value, or done with install's result when there is nothing to install
+// (every slot holds another key, or a DELETE of a key that never was);
+// done releases s, except after a failed lookup, whose slot is not ours.
+func (c *Client) locate(ctx context.Context, s remote.Slot, key []byte, flags byte) (slot int, ptr, n uint64, done bool, err error) {
+	f, err := c.find(ctx, s, key, true)
+	if err != nil {
+		return 0, 0, 0, true, c.mapErr(err)
+	}
+	if f.slot < 0 {
+		c.ops.Release(s)
+		return 0, 0, 0, true, fmt.Errorf("%w: all %d slots hold other keys", kv.ErrFull, c.nslots)
+	}
+	if !f.exists && flags&flagTomb != 0 {
+		c.ops.Release(s)
+		return 0, 0, 0, true, nil // deleting a key that never was
+	}
+	return f.slot, f.ptr, f.n, false, nil
 }
 
 // giveBack queues an item buffer for return to the node.
