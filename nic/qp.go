@@ -66,6 +66,7 @@ type QP struct {
 	// after an RNR answer until the retry is due.
 	sendNext uint64
 	rnrHold  bool
+	fenced   bool // transmission stopped at a FENCE request until earlier READs and atomics complete
 	linkFull bool // the link refused a request: transmit more after a flush
 	rnrDue   time.Duration
 	req      Request

@@ -31,9 +31,16 @@ func (q *QP) transmitLocked() {
 		return
 	}
 	t := q.node.ticks.now()
+	q.fenced = false
 	for ; i < q.sq.tail; i++ {
 		e := q.sq.at(i)
 		if e.pre != verbs.StatusSuccess {
+			break
+		}
+		if q.fenceWaits(i) {
+			// Not even gathered yet: its payload may be what an earlier
+			// READ or atomic lands. A response resumes transmission.
+			q.fenced = true
 			break
 		}
 		st, full := q.appendRequest(q.destLink, e)
@@ -59,6 +66,22 @@ func (q *QP) transmitLocked() {
 	}
 	q.sendNext = i
 	q.advanceLocked()
+}
+
+// fenceWaits reports whether the request at index i (not yet on the wire)
+// carries FENCE while a READ or atomic before it is still outstanding: it
+// must wait for their responses before it is built, its local gather
+// included, as the flag promises.
+func (q *QP) fenceWaits(i uint64) bool {
+	if q.sq.at(i).wr.Flags&verbs.FlagFence == 0 {
+		return false
+	}
+	for j := q.sq.head; j < i; j++ {
+		if op := q.sq.at(j).wr.Opcode; op == verbs.OpRead || op.IsAtomic() {
+			return true
+		}
+	}
+	return false
 }
 
 func (q *QP) addFlush(l Link) {
@@ -225,6 +248,13 @@ func (q *QP) responseLocked(r *Response) {
 		q.sq.front().sent = q.node.ticks.now()
 	}
 	q.advanceLocked()
+	if q.fenced && !q.rnrHold && !q.running && q.sent() < q.sq.tail && !q.fenceWaits(q.sent()) {
+		// The fence cleared. Transmit and flush on a goroutine of our
+		// own: the transport's reading goroutine must not block on a
+		// flush.
+		q.running = true
+		go q.retransmit()
+	}
 }
 
 // land stores a successful response's data: READ bytes or an atomic's
@@ -275,7 +305,8 @@ func (q *QP) land(e *sqEntry, data []byte) (verbs.Status, uint32) {
 	return verbs.StatusSuccess, uint32(len(data))
 }
 
-// retransmit sends the held requests again once the RNR timer expires.
+// retransmit sends the held requests again once the RNR timer expires,
+// or the requests a FENCE held once it cleared.
 func (q *QP) retransmit() {
 	q.mu.Lock()
 	for q.rnrHold && q.State() == verbs.StateRTS {
@@ -286,6 +317,8 @@ func (q *QP) retransmit() {
 			continue
 		}
 		q.rnrHold = false
+	}
+	if q.State() == verbs.StateRTS {
 		q.transmitLocked()
 	}
 	q.running = false

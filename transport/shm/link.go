@@ -194,19 +194,25 @@ func (l *link) poll() bool {
 				n++
 				continue
 			}
-			if !e.implicit {
+			// The answer is for a later request, so e was served and
+			// left unanswered: a success needing none, or a request the
+			// device discarded.
+			if rel < e.end {
+				rel = l.rings.req.Released()
+			}
+			if rel < e.end {
 				go l.fail(fmt.Errorf("%w: answer for QP %d seq %d, expected seq %d", ErrProtocol, l.resp.SrcQPN, l.resp.Seq, e.seq))
 				break
 			}
-			// The answer is for a later request: e was served and
-			// needed none.
+			if !e.implicit {
+				l.discarded(e)
+				n++
+				continue
+			}
 		} else {
 			if err != ring.ErrEmpty {
 				go l.fail(err)
 				break
-			}
-			if !e.implicit {
-				break // its answer is still to come
 			}
 			if rel < e.end {
 				if rel = l.rings.req.Released(); rel < e.end {
@@ -214,6 +220,11 @@ func (l *link) poll() bool {
 				}
 				// Served: an answer, if any, was committed before the
 				// release we just saw; look again.
+				continue
+			}
+			if !e.implicit {
+				l.discarded(e)
+				n++
 				continue
 			}
 		}
@@ -230,6 +241,14 @@ func (l *link) poll() bool {
 	}
 	return n > 0
 }
+
+// discarded retires the front in-flight request e, a READ or atomic the
+// device served without an answer: it discarded it (a later request of a
+// QP that was answered an error or an RNR, or of an older connection).
+// The QP hears nothing, as over tcp: it has already failed, or will send
+// the request again. Waiting for an answer that never comes would hold
+// up every later request on the link.
+func (l *link) discarded(e *inflight) { l.complete(e) }
 
 // complete retires the front in-flight request e.
 func (l *link) complete(e *inflight) {
@@ -250,6 +269,9 @@ func (l *link) ready() bool {
 func (l *link) Remote(qpn, rkey uint32, addr, n uint64, need verbs.Access) ([]byte, verbs.Status, bool) {
 	if l.dead.Load() {
 		return nil, 0, false // Append fails it
+	}
+	if addr >= verbs.ScratchBase {
+		return nil, 0, false // the responder QP's scratch area is not mapped here
 	}
 	w := atomic.LoadUint64(l.peerSeg.qpWord(qpn))
 	if uint32(w>>32) != qpn {

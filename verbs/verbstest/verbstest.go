@@ -94,6 +94,7 @@ func Cases() []Case {
 		flagCases(),
 		errorCases(),
 		orderCases(),
+		transportCases(),
 		udCases(),
 		cqCases(),
 		contentionCases(),
