@@ -105,3 +105,10 @@ func (loopProvider) SetLatency(t testing.TB, a, b verbs.Device, d time.Duration)
 func TestConformance(t *testing.T) {
 	verbstest.Run(t, loopProvider{})
 }
+
+// TestEquivalence runs the cross-transport equivalence sequence twice on
+// the loop fabric, the other transports' reference: it must be
+// deterministic.
+func TestEquivalence(t *testing.T) {
+	verbstest.Equivalence(t, loopProvider{}, loopProvider{})
+}
