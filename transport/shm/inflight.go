@@ -18,7 +18,8 @@ import (
 // the dialer completes it with a synthesized acknowledgement. Requests the
 // device discarded (after an RNR or an error of their QP) are
 // acknowledged this way too, and dropped by the QP as stale, as a
-// retransmitted request's late answer would be.
+// retransmitted request's late answer would be; a discarded READ or atomic
+// is retired without telling the QP (link.discarded).
 
 // inflightCap bounds the requests a link tracks; Append reports the link
 // full beyond it.
