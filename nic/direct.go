@@ -108,7 +108,10 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 			total += uint64(len(q.lbuf[i]))
 		}
 		if total == 0 {
-			return verbs.StatusSuccess, 0, true
+			// Nothing to copy, but the responder still answers (a liveness
+			// probe): only it can tell that its QP receives or that it is
+			// gone, so the request goes over the link.
+			return 0, 0, false
 		}
 		if wr.Flags&verbs.FlagIndirect != 0 {
 			return q.indirectReadDirect(wr, nl, total)
@@ -132,7 +135,7 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 			total += uint64(len(q.lbuf[i]))
 		}
 		if total == 0 {
-			return verbs.StatusSuccess, 0, true
+			return 0, 0, false // as a 0-byte READ
 		}
 		dst, st, ok := d.Remote(q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteWrite)
 		if ok && st == verbs.StatusSuccess {

@@ -167,6 +167,7 @@ func (d *device) handshake(c *net.UnixConn) {
 	w := ctlMsg{kind: ctlWelcome, u32: id, address: d.node.Address(), fds: []int{d.seg.seg.FD()}}
 	if err := sendCtl(c, &w); err != nil {
 		s.closed.Store(true)
+		d.peers.Drop(id)
 		s.ns.Close()
 		rings.seg.Close()
 		peerSeg.close()
@@ -177,6 +178,7 @@ func (d *device) handshake(c *net.UnixConn) {
 	d.mu.Lock()
 	if d.closed.Load() {
 		d.mu.Unlock()
+		d.peers.Drop(id)
 		s.ns.Close()
 		rings.seg.Close()
 		peerSeg.close()

@@ -105,7 +105,6 @@ type device struct {
 	sessions map[*session]struct{}
 	sessSnap atomic.Pointer[[]*session]
 	peers    nic.PeerTable
-	oldSegs  []*nodeSeg // peer segments of failed links
 
 	// drainMu is held shared by every drain; closing a connection takes it
 	// exclusively before it unmaps the connection's rings.
@@ -161,9 +160,10 @@ func open(name string, opts options) (*device, error) {
 	d.Node = d.node
 	d.linkSnap.Store(&[]*link{})
 	d.sessSnap.Store(&[]*session{})
-	d.wg.Add(2)
+	d.wg.Add(3)
 	go d.accept()
 	go d.run()
+	go d.watch()
 	return d, nil
 }
 
@@ -374,9 +374,6 @@ func (d *device) forget(l *link) {
 		delete(d.links, l.address)
 		d.snapLinksLocked()
 	}
-	if l.peerSeg != nil {
-		d.oldSegs = append(d.oldSegs, l.peerSeg)
-	}
 }
 
 func (d *device) dropSession(s *session) {
@@ -385,6 +382,7 @@ func (d *device) dropSession(s *session) {
 	if _, ok := d.sessions[s]; ok {
 		delete(d.sessions, s)
 		d.snapSessionsLocked()
+		d.peers.Drop(s.peerID)
 	}
 }
 
@@ -428,12 +426,6 @@ func (d *device) disconnect(why error) {
 		s.close(why)
 	}
 	d.wg.Wait()
-	d.mu.Lock()
-	for _, s := range d.oldSegs {
-		s.close()
-	}
-	d.oldSegs = nil
-	d.mu.Unlock()
 	// The node segment stays mapped: a goroutine of this process may still
 	// be inside an atomic on a lock stripe; the memory goes with the process.
 }

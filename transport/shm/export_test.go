@@ -2,6 +2,8 @@ package shm
 
 import (
 	"fmt"
+	"net"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -45,3 +47,42 @@ func HoldStripe(dev verbs.Device, peer string, rkey uint32, addr uint64) error {
 	atomic.StoreUint64(u64(mem, 8), ^uint64(0))
 	return nil
 }
+
+// Connections returns how many connections dev has: sessions (peers that
+// dialed it) plus live links (peers it dialed).
+func Connections(dev verbs.Device) int {
+	d := dev.(*device)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.sessions) + len(d.links)
+}
+
+// ControlFiles returns duplicates of the control sockets of every
+// connection of dev, for a test to hand to another process (so that the
+// sockets outlive this process).
+func ControlFiles(dev verbs.Device) ([]*os.File, error) {
+	d := dev.(*device)
+	d.mu.Lock()
+	var conns []*net.UnixConn
+	for _, l := range d.links {
+		if l.conn != nil {
+			conns = append(conns, l.conn)
+		}
+	}
+	for s := range d.sessions {
+		conns = append(conns, s.conn)
+	}
+	d.mu.Unlock()
+	var fs []*os.File
+	for _, c := range conns {
+		f, err := c.File()
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, f)
+	}
+	return fs, nil
+}
+
+// Peers returns how many peers dev's peer table numbers.
+func Peers(dev verbs.Device) int { return dev.(*device).peers.Len() }

@@ -37,8 +37,9 @@ type link struct {
 	cache [64]atomic.Pointer[mapping]         // by rkey mod 64: the last used
 	mmu   sync.Mutex                          // map updates
 
-	pmu      sync.Mutex  // producer of the request ring
-	full     atomic.Bool // Append found the ring full: Flush waits for room
+	use      sync.RWMutex // held shared by Flush; fail takes it before it unmaps
+	pmu      sync.Mutex   // producer of the request ring
+	full     atomic.Bool  // Append found the ring full: Flush waits for room
 	fullNeed int
 
 	cmu      sync.Mutex // consumer of the response ring
@@ -114,6 +115,8 @@ func (l *link) Append(r *nic.Request) error {
 // Flush implements nic.Link: it rings the peer's bell (one doorbell per
 // post list) and, when the ring was full, waits for room.
 func (l *link) Flush() error {
+	l.use.RLock()
+	defer l.use.RUnlock()
 	if l.dead.Load() {
 		return errLinkDead
 	}
@@ -303,11 +306,21 @@ func (l *link) Remote(qpn, rkey uint32, addr, n uint64, need verbs.Access) ([]by
 func (l *link) Locks() nic.AtomicLocks { return l.locks }
 
 // Enter implements nic.DirectLink: the connection's active word turns
-// odd for the device's Quiesce.
-func (l *link) Enter() { atomic.AddUint64(l.rings.active, 1) }
+// odd for the device's Quiesce. A dead link's rings may be unmapped
+// (Remote then fails the operation); a link that dies between Enter and
+// Exit keeps them mapped until the caller's QP lock is released.
+func (l *link) Enter() {
+	if !l.dead.Load() {
+		atomic.AddUint64(l.rings.active, 1)
+	}
+}
 
 // Exit implements nic.DirectLink.
-func (l *link) Exit() { atomic.AddUint64(l.rings.active, 1) }
+func (l *link) Exit() {
+	if !l.dead.Load() {
+		atomic.AddUint64(l.rings.active, 1)
+	}
+}
 
 // resolve returns the peer's bytes at addr under rkey as mapped here (lock
 // recovery), or nil.
@@ -443,12 +456,16 @@ func (l *link) fail(err error) {
 		for _, m := range old {
 			m.seg.Close()
 		}
+		// The QPs are out of the direct path (Quiesce), Flush out of the
+		// rings and the peer's bell (use), Append (pmu) and the drains
+		// (drainMu) too: the rings and the peer's node segment can go.
+		l.use.Lock()
 		l.pmu.Lock()
-		l.d.drainMu.Lock() // no drain is looking at the rings once we have it
+		l.d.drainMu.Lock()
 		l.rings.seg.Close()
+		l.peerSeg.close()
 		l.d.drainMu.Unlock()
 		l.pmu.Unlock()
-		// The peer's node segment stays mapped: QPs may still hold its
-		// lock table through an atomic in progress; it goes with the device.
+		l.use.Unlock()
 	})
 }
