@@ -37,7 +37,7 @@ type link struct {
 	cache [64]atomic.Pointer[mapping]         // by rkey mod 64: the last used
 	mmu   sync.Mutex                          // map updates
 
-	use      sync.RWMutex // held shared by Flush; fail takes it before it unmaps
+	use      sync.RWMutex // held shared outside the QP locks to use the rings or the peer's segment; fail takes it before it unmaps them
 	pmu      sync.Mutex   // producer of the request ring
 	full     atomic.Bool  // Append found the ring full: Flush waits for room
 	fullNeed int
@@ -359,10 +359,13 @@ func (l *link) readControl() {
 // addRegion maps a region the device published.
 func (l *link) addRegion(m *ctlMsg) {
 	defer closeFDs(m.fds)
-	if atomic.LoadUint64(l.peerSeg.mrLive(m.u32)) != m.live {
-		return // already revoked
+	l.use.RLock() // the peer's node segment stays mapped meanwhile
+	if l.dead.Load() || atomic.LoadUint64(l.peerSeg.mrLive(m.u32)) != m.live {
+		l.use.RUnlock()
+		return // the link failed, or the region is already revoked
 	}
 	info := l.peerSeg.readMR(m.u32)
+	l.use.RUnlock()
 	seg, err := shmem.Open(m.fds[0], 0)
 	if err != nil {
 		return
