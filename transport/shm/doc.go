@@ -11,7 +11,10 @@
 //
 // Devices are shm://NAME. Set-up goes over an abstract Unix socket
 // (@rdmakit-shm/NAME) that carries the memfds (SCM_RIGHTS); its end tells
-// each side at once that the other process is gone. The atomics lock table
+// each side at once that the other process is gone (a periodic check of
+// the peer's pid and start time catches a death whose sockets another
+// process holds), and the connection's rings, mappings and memfds are
+// freed (watch.go). The atomics lock table
 // lives in the target's shared node segment: its stripes are robust locks,
 // recovered (with a journal that undoes a half-applied 16- or 32-byte
 // atomic) when a holder dies. Deregistering a region marks its table slot
