@@ -109,6 +109,7 @@ func (r *rawReader) wait(fd uintptr) bool {
 type spinReader struct {
 	raw  *rawReader
 	spin time.Duration
+	park func() // called before a blocking wait: the connection is idle
 }
 
 func (s *spinReader) Read(p []byte) (int, error) {
@@ -129,6 +130,9 @@ func (s *spinReader) Read(p []byte) (int, error) {
 			}
 			runtime.Gosched()
 		}
+	}
+	if s.park != nil {
+		s.park()
 	}
 	for {
 		if err := s.raw.waitReadable(); err != nil {
