@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"runtime"
@@ -33,6 +34,17 @@ func testDevice(t testing.TB, opts options) *device {
 	}
 	t.Cleanup(func() { d.Close() })
 	return d
+}
+
+// openDevice opens tcp://127.0.0.1:0?query.
+func openDevice(t testing.TB, query string) *device {
+	t.Helper()
+	dev, err := verbs.Open("tcp://127.0.0.1:0?" + query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev.(*device)
 }
 
 // rawPeer opens a connection to d and performs the handshake as the
@@ -126,7 +138,7 @@ func readRequest(p *served, seq uint32, n uint32) []byte {
 // length arrived: 1.6 GB), and a well-behaved client is served meanwhile.
 func TestHostileFramesStayWithinBudget(t *testing.T) {
 	const conns, sent, budget = 100, 1 << 20, 2*maxFrame + 1<<20
-	srv := testDevice(t, options{memBudget: budget})
+	srv := openDevice(t, fmt.Sprintf("membudget=%d", budget))
 	client := testDevice(t, options{})
 	p := connectPair(t, client, srv, 4096)
 	p.roundTrip(t)
@@ -185,7 +197,7 @@ func TestHostileFramesStayWithinBudget(t *testing.T) {
 // loses its connection after 5 keep-alive intervals, and its share of the
 // budget returns.
 func TestStalledFrameIsClosed(t *testing.T) {
-	srv := testDevice(t, options{keepalive: 20 * time.Millisecond})
+	srv := openDevice(t, "keepalive=20ms")
 	c := rawPeer(t, srv, "tcp://127.0.0.1:1")
 	frame := binary.LittleEndian.AppendUint32(nil, maxFrame)
 	frame = append(frame, frameRequest)
@@ -211,7 +223,7 @@ func TestStalledFrameIsClosed(t *testing.T) {
 // TestMaxConns: connections beyond maxconns are refused with REJECT and
 // counted; once one closes, a new one is served.
 func TestMaxConns(t *testing.T) {
-	srv := testDevice(t, options{maxConns: 2})
+	srv := openDevice(t, "maxconns=2")
 	c1 := rawPeer(t, srv, "tcp://127.0.0.1:1")
 	rawPeer(t, srv, "tcp://127.0.0.1:1")
 	client := testDevice(t, options{})
