@@ -29,22 +29,29 @@ const connBuffers = 64<<10 + maxOut + 4<<10
 // waits, reading nothing more from its peer (back-pressure); a reservation
 // is whole, taken before the first byte is stored, so connections that each
 // hold part of what they need never wait for one another.
+//
+// Buffers that connections keep for their next large frame (holds) stay
+// reserved while nobody else needs the bytes; a connection that does takes
+// them back from idle holds before it waits.
 type budget struct {
-	mu     sync.Mutex
-	cond   sync.Cond
-	total  int64
-	free   int64
-	closed bool
+	mu      sync.Mutex
+	cond    sync.Cond
+	total   int64
+	free    int64
+	closed  bool
+	holds   map[*hold]struct{}
+	waiting int // connections waiting in acquire
 }
 
 func newBudget(total int64) *budget {
-	b := &budget{total: total, free: total}
+	b := &budget{total: total, free: total, holds: map[*hold]struct{}{}}
 	b.cond.L = &b.mu
 	return b
 }
 
-// acquire reserves n bytes, waiting while the budget is spent. It fails
-// when n exceeds the whole budget or the device closes.
+// acquire reserves n bytes, taking back idle buffers and then waiting
+// while the budget is spent. It fails when n exceeds the whole budget or
+// the device closes.
 func (b *budget) acquire(n int64) error {
 	if n > b.total {
 		return fmt.Errorf("%w: %d bytes exceed the node's memory budget of %d", ErrFrameTooLarge, n, b.total)
@@ -52,7 +59,17 @@ func (b *budget) acquire(n int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for b.free < n && !b.closed {
-		b.cond.Wait()
+		for h := range b.holds {
+			b.free += h.reclaim()
+			if b.free >= n {
+				break
+			}
+		}
+		if b.free < n {
+			b.waiting++
+			b.cond.Wait() // a release, or a buffer gone idle
+			b.waiting--
+		}
 	}
 	if b.closed {
 		return verbs.ErrClosed
@@ -85,6 +102,94 @@ func (b *budget) close() {
 	b.closed = true
 	b.cond.Broadcast()
 	b.mu.Unlock()
+}
+
+// hold is a large buffer one connection keeps between uses, with its
+// reservation. In use, it is the connection's alone; idle, the budget may
+// take it back. A nil budget reserves nothing (the links' readers).
+type hold struct {
+	b        *budget
+	mu       sync.Mutex // after budget.mu
+	idle     []byte     // the buffer, while unused
+	reserved int64      // for the buffer, idle or in use
+}
+
+func newHold(b *budget) *hold {
+	h := &hold{b: b}
+	if b != nil {
+		b.mu.Lock()
+		b.holds[h] = struct{}{}
+		b.mu.Unlock()
+	}
+	return h
+}
+
+// get returns the idle buffer if its capacity is at least n. Otherwise it
+// lets the buffer go, reserves n bytes (waiting for them) and returns nil:
+// the caller allocates at most n bytes.
+func (h *hold) get(n int) ([]byte, error) {
+	h.mu.Lock()
+	if cap(h.idle) >= n {
+		buf := h.idle
+		h.idle = nil
+		h.mu.Unlock()
+		return buf, nil
+	}
+	old := h.reserved
+	h.idle, h.reserved = nil, 0
+	h.mu.Unlock()
+	if h.b == nil {
+		return nil, nil
+	}
+	h.b.release(old) // never wait holding part of the budget
+	if err := h.b.acquire(int64(n)); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	h.reserved = int64(n)
+	h.mu.Unlock()
+	return nil, nil
+}
+
+// put makes buf, got or allocated after get, the idle buffer.
+func (h *hold) put(buf []byte) {
+	h.mu.Lock()
+	h.idle = buf[:0]
+	h.mu.Unlock()
+	if h.b != nil {
+		h.b.mu.Lock()
+		if h.b.waiting > 0 { // they may take it back
+			h.b.cond.Broadcast()
+		}
+		h.b.mu.Unlock()
+	}
+}
+
+// reclaim takes back an idle buffer's reservation; budget.mu is held.
+func (h *hold) reclaim() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.idle == nil {
+		return 0
+	}
+	n := h.reserved
+	h.idle, h.reserved = nil, 0
+	return n
+}
+
+// close returns the reservation; the connection ends.
+func (h *hold) close() {
+	if h.b == nil {
+		return
+	}
+	h.b.mu.Lock()
+	delete(h.b.holds, h)
+	h.b.mu.Unlock()
+	h.mu.Lock()
+	n := h.reserved
+	h.idle, h.reserved = nil, 0
+	h.mu.Unlock()
+	h.b.release(n)
 }
 
 // parseBytes parses a byte count: a number with an optional KiB, MiB or

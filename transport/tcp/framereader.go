@@ -21,7 +21,7 @@ const bigStep = 64 << 10
 // With a budget, the frame's length is reserved from it first (the
 // connection waits for it, reading nothing meanwhile), and a peer that then
 // sends nothing for stall loses the connection. The buffer stays, reserved,
-// for the next large frame until the connection goes idle.
+// for the next large frame until another connection needs the budget.
 type frameReader struct {
 	r     io.Reader
 	buf   []byte
@@ -29,14 +29,14 @@ type frameReader struct {
 	end   int
 	max   int
 
-	big      []byte // the large frame being read (type byte and body)
-	bigN     int    // its length; 0 when none is being read
-	bigDone  bool   // big was returned: drop it at the next call
+	big     []byte // the large frame being read (type byte and body)
+	bigN    int    // its length; 0 when none is being read
+	bigDone bool   // big was returned: drop it at the next call
+	// hold keeps the buffer of the last large frame for the next one, with
+	// its reservation from the budget (if any); the budget takes it back
+	// when another connection needs it.
+	hold     *hold
 	budget   *budget
-	reserved int64 // of budget, for big or spare: their capacity
-	// spare is the last large frame's buffer, kept for the next one while
-	// the peer streams them; idle lets it go.
-	spare    []byte
 	stall    time.Duration
 	deadline func(time.Time) error // the connection's SetReadDeadline
 
@@ -44,12 +44,14 @@ type frameReader struct {
 }
 
 func newFrameReader(r io.Reader, size, max int) *frameReader {
-	return &frameReader{r: r, buf: make([]byte, size), max: max}
+	return &frameReader{r: r, buf: make([]byte, size), max: max, hold: newHold(nil)}
 }
 
 // limit makes large frames reserve their length from b and bounds how long
 // their peer may pause within one (read deadlines through setDeadline).
+// Call free when the connection ends.
 func (f *frameReader) limit(b *budget, stall time.Duration, setDeadline func(time.Time) error) {
+	f.hold = newHold(b)
 	f.budget, f.stall, f.deadline = b, stall, setDeadline
 }
 
@@ -91,16 +93,13 @@ func (f *frameReader) next() (byte, []byte, error) {
 // from the budget and moves the frame's bytes already buffered to big.
 func (f *frameReader) startBig(n int) error {
 	have := f.end - f.start - 4 // < n: the frame does not fit buf
-	if cap(f.spare) >= n {
-		f.big, f.spare = f.spare[:have], nil
+	buf, err := f.hold.get(n)
+	if err != nil {
+		return err
+	}
+	if buf != nil {
+		f.big = buf[:have]
 	} else {
-		f.idle() // never wait for the budget holding part of it
-		if f.budget != nil {
-			if err := f.budget.acquire(int64(n)); err != nil {
-				return err
-			}
-			f.reserved = int64(n)
-		}
 		f.big = make([]byte, have, min(n, max(2*have, bigStep)))
 	}
 	if f.budget != nil {
@@ -148,28 +147,16 @@ func (f *frameReader) fillBig() error {
 	return nil
 }
 
-// dropBig keeps the buffer of the large frame returned last as the spare.
+// dropBig keeps the buffer of the large frame returned last for the next.
 func (f *frameReader) dropBig() {
-	f.spare, f.big, f.bigN, f.bigDone = f.big[:0], nil, 0, false
-}
-
-// idle lets the spare buffer and its reservation go: the connection waits
-// for its peer. It must not be called while a large frame is being read.
-func (f *frameReader) idle() {
-	if f.bigN != 0 {
-		return // a large frame is being read, or its body is being looked at
-	}
-	f.spare = nil
-	if f.budget != nil {
-		f.budget.release(f.reserved)
-	}
-	f.reserved = 0
+	f.hold.put(f.big)
+	f.big, f.bigN, f.bigDone = nil, 0, false
 }
 
 // free returns what the reader holds of the budget; the connection ends.
 func (f *frameReader) free() {
 	f.big, f.bigN, f.bigDone = nil, 0, false
-	f.idle()
+	f.hold.close()
 }
 
 // pending reports whether a whole frame is already buffered, so reading

@@ -109,7 +109,6 @@ func (r *rawReader) wait(fd uintptr) bool {
 type spinReader struct {
 	raw  *rawReader
 	spin time.Duration
-	park func() // called before a blocking wait: the connection is idle
 }
 
 func (s *spinReader) Read(p []byte) (int, error) {
@@ -130,9 +129,6 @@ func (s *spinReader) Read(p []byte) (int, error) {
 			}
 			runtime.Gosched()
 		}
-	}
-	if s.park != nil {
-		s.park()
 	}
 	for {
 		if err := s.raw.waitReadable(); err != nil {

@@ -44,11 +44,10 @@ type conn struct {
 	out []byte
 	// base is out's own buffer. Only a READ reply too large for it
 	// replaces out with a larger buffer, its capacity reserved from the
-	// node's budget; it stays for the next such reply until the connection
-	// goes idle.
-	base     []byte
-	reserved int64
-	budget   *budget
+	// node's budget; after the write it stays in hold for the next such
+	// reply until another connection needs the budget.
+	base []byte
+	hold *hold
 	// Replies are written with a deadline: a peer that reads nothing for
 	// timeout loses the connection. The deadline is moved at a flush when
 	// it is an eighth of timeout old.
@@ -77,12 +76,14 @@ func (s *conn) makeRoom(n int) error {
 	if s.err != nil || n+overhead <= cap(s.out) {
 		return s.err
 	}
-	s.idle() // never wait for the budget holding part of it
-	if err := s.budget.acquire(int64(n + overhead)); err != nil {
+	buf, err := s.hold.get(n + overhead)
+	if err != nil {
 		return err
 	}
-	s.reserved = int64(n + overhead)
-	s.out = make([]byte, 0, n+overhead)
+	if buf == nil {
+		buf = make([]byte, 0, n+overhead)
+	}
+	s.out = buf
 	return nil
 }
 
@@ -95,14 +96,10 @@ func (s *conn) flush() {
 		s.c.SetWriteDeadline(now.Add(s.timeout))
 	}
 	_, s.err = s.c.Write(s.out)
-	s.out = s.out[:0]
-}
-
-// idle returns a large reply buffer and its reservation; out is empty.
-func (s *conn) idle() {
+	if cap(s.out) > cap(s.base) {
+		s.hold.put(s.out)
+	}
 	s.out = s.base[:0]
-	s.budget.release(s.reserved)
-	s.reserved = 0
 }
 
 func (d *device) serve(c net.Conn) {
@@ -156,17 +153,10 @@ func (d *device) serve(c net.Conn) {
 	fr.limit(d.budget, 5*d.opts.keepalive, c.SetReadDeadline)
 	defer fr.free()
 	base := make([]byte, 0, maxOut+4<<10)
-	s := &conn{c: c, out: base, base: base, budget: d.budget, timeout: 5 * d.opts.keepalive}
-	defer s.idle()
+	s := &conn{c: c, out: base, base: base, hold: newHold(d.budget), timeout: 5 * d.opts.keepalive}
+	defer s.hold.close()
 	if raw, err := newRawReader(c); err == nil {
-		fr.r = &spinReader{raw: raw, spin: d.opts.spin, park: func() {
-			// Waiting for the peer: what was kept for the next large
-			// frame or reply goes back to the budget. out was flushed.
-			fr.idle()
-			if len(s.out) == 0 {
-				s.idle()
-			}
-		}}
+		fr.r = &spinReader{raw: raw, spin: d.opts.spin}
 	} // else: a wrapped connection (tests) is read with blocking reads
 	sess := d.node.NewSession(peer)
 	defer sess.Close()
