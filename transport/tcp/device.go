@@ -190,7 +190,7 @@ func listen(hostport, advertise string, opts options) (*device, error) {
 }
 
 // Refused counts connections the device refused (bad hello, token,
-// version or a malformed frame).
+// version, a malformed frame, one beyond maxconns, a large frame stalled).
 func (d *device) Refused() int64 { return d.refused.Load() }
 
 // Resolve implements nic.Network: the device itself, or a link to the
