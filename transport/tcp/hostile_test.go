@@ -326,3 +326,21 @@ func TestStuckReaderIsDisconnected(t *testing.T) {
 		t.Fatal("a peer that reads nothing keeps its connection")
 	}
 }
+
+// TestLimitOptions: membudget= and maxconns= are checked when the device
+// opens.
+func TestLimitOptions(t *testing.T) {
+	for _, q := range []string{"membudget=1MiB", "membudget=lots", "maxconns=0", "maxconns=-3"} {
+		if _, err := verbs.Open("tcp://127.0.0.1:0?" + q); !errors.Is(err, verbs.ErrBadURI) {
+			t.Errorf("%s: %v, want verbs.ErrBadURI", q, err)
+		}
+	}
+	d := openDevice(t, "membudget=1GiB&maxconns=10")
+	if d.budget.total != 1<<30 || d.opts.maxConns != 10 {
+		t.Errorf("membudget %d, maxconns %d", d.budget.total, d.opts.maxConns)
+	}
+	d = openDevice(t, "")
+	if d.budget.total != DefaultMemBudget || d.opts.maxConns != DefaultMaxConns {
+		t.Errorf("default membudget %d, maxconns %d", d.budget.total, d.opts.maxConns)
+	}
+}
