@@ -49,8 +49,8 @@ type conn struct {
 	base []byte
 	hold *hold
 	// Replies are written with a deadline: a peer that reads nothing for
-	// timeout loses the connection. The deadline is moved at a flush when
-	// it is an eighth of timeout old.
+	// timeout loses the connection. The deadline is moved before a write
+	// when it is an eighth of timeout old.
 	timeout time.Duration
 	armed   time.Time
 	err     error
@@ -91,11 +91,17 @@ func (s *conn) flush() {
 	if len(s.out) == 0 || s.err != nil {
 		return
 	}
-	if now := time.Now(); now.Sub(s.armed) > s.timeout/8 {
-		s.armed = now
-		s.c.SetWriteDeadline(now.Add(s.timeout))
+	// A large reply goes in chunks, each with the whole timeout: a peer
+	// that reads slowly is not one that reads nothing.
+	for b := s.out; len(b) > 0 && s.err == nil; {
+		if now := time.Now(); now.Sub(s.armed) > s.timeout/8 {
+			s.armed = now
+			s.c.SetWriteDeadline(now.Add(s.timeout))
+		}
+		k := min(len(b), writeChunk)
+		_, s.err = s.c.Write(b[:k])
+		b = b[k:]
 	}
-	_, s.err = s.c.Write(s.out)
 	if cap(s.out) > cap(s.base) {
 		s.hold.put(s.out)
 	}
