@@ -122,7 +122,9 @@ func (d *device) serve(c net.Conn) {
 	case trackFull:
 		// A refusal is counted before the peer can see it.
 		d.refuse(c, fmt.Errorf("%w: %d connections (maxconns)", ErrRejected, d.opts.maxConns))
-		c.SetWriteDeadline(time.Now().Add(time.Second))
+		// Untracked, so Close does not end it: a short deadline (the
+		// frame fits any fresh socket's buffer anyway).
+		c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 		c.Write(appendReject(nil, rejectBusy, "too many connections"))
 		return
 	}
