@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,7 +36,16 @@ func (provider) Scheme() string { return Scheme }
 //	advertise=H:P     the address peers should dial, when HOST is 0.0.0.0
 //	dial_timeout=D    connection and handshake timeout (default 5s)
 //	keepalive=D       ping interval on idle links (default 1s); a link
-//	                  silent for 5 intervals is declared dead
+//	                  silent for 5 intervals is declared dead, and so is a
+//	                  served connection whose peer reads no reply or sends
+//	                  no byte of a started large frame for as long
+//	membudget=N       node-wide bytes the served connections may hold in
+//	                  frames larger than their 64 KiB buffers (requests
+//	                  arriving, READ replies being written); a connection
+//	                  waits for its share (default 256MiB, at least 17MiB;
+//	                  KiB, MiB and GiB suffixes)
+//	maxconns=N        connections served at once (default 4096); more are
+//	                  refused with REJECT code 4
 //	memfd=1           back memory regions with memfds other processes can
 //	                  map (nic.MR.FD), e.g. for inspection by a test
 //	spin=D            how long the soft NIC keeps polling a connection after
@@ -50,6 +60,20 @@ func (provider) Open(u *url.URL) (verbs.Device, error) {
 	}
 	opts := options{dialTimeout: 5 * time.Second, keepalive: time.Second, spin: DefaultSpin}
 	q := u.Query()
+	if v := q.Get("membudget"); v != "" {
+		n, err := parseBytes(v)
+		if err != nil || n < maxFrame {
+			return nil, fmt.Errorf("%w: membudget=%q (at least %d bytes, one maximal frame)", verbs.ErrBadURI, v, maxFrame)
+		}
+		opts.memBudget = n
+	}
+	if v := q.Get("maxconns"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%w: maxconns=%q", verbs.ErrBadURI, v)
+		}
+		opts.maxConns = n
+	}
 	opts.token = q.Get("token")
 	switch q.Get("doorbell") {
 	case "", "list":
@@ -90,6 +114,8 @@ type options struct {
 	token         string
 	dialTimeout   time.Duration
 	keepalive     time.Duration
+	memBudget     int64 // 0: DefaultMemBudget
+	maxConns      int   // 0: DefaultMaxConns
 }
 
 // device is a tcp node: a nic.Node, the listener its soft NIC serves on,
@@ -106,6 +132,7 @@ type device struct {
 	peers nic.PeerTable           // accepted peers by id: their device address
 	conns map[net.Conn]struct{}
 
+	budget   *budget
 	closed   atomic.Bool
 	refused  atomic.Int64
 	wg       sync.WaitGroup
@@ -129,12 +156,19 @@ func listen(hostport, advertise string, opts options) (*device, error) {
 	} else if h, p, _ := net.SplitHostPort(adv); net.ParseIP(h).IsUnspecified() {
 		adv = net.JoinHostPort("127.0.0.1", p)
 	}
+	if opts.memBudget == 0 {
+		opts.memBudget = DefaultMemBudget
+	}
+	if opts.maxConns == 0 {
+		opts.maxConns = DefaultMaxConns
+	}
 	d := &device{
-		opts:  opts,
-		ln:    ln,
-		links: map[string]*link{},
-		conns: map[net.Conn]struct{}{},
-		stop:  make(chan struct{}),
+		budget: newBudget(opts.memBudget),
+		opts:   opts,
+		ln:     ln,
+		links:  map[string]*link{},
+		conns:  map[net.Conn]struct{}{},
+		stop:   make(chan struct{}),
 	}
 	d.node = nic.NewNode(nic.Config{
 		Address:   Scheme + "://" + adv,
@@ -156,7 +190,7 @@ func listen(hostport, advertise string, opts options) (*device, error) {
 }
 
 // Refused counts connections the device refused (bad hello, token,
-// version or a malformed frame).
+// version, a malformed frame, one beyond maxconns, a large frame stalled).
 func (d *device) Refused() int64 { return d.refused.Load() }
 
 // Resolve implements nic.Network: the device itself, or a link to the
@@ -240,14 +274,26 @@ func (d *device) forget(l *link) {
 	}
 }
 
-func (d *device) track(c net.Conn) bool {
+// What track found.
+const (
+	tracked = iota
+	trackClosed
+	trackFull // maxconns connections are served already
+)
+
+// track registers a served connection, unless the device is closed or
+// serves as many as it may.
+func (d *device) track(c net.Conn) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed.Load() {
-		return false
+		return trackClosed
+	}
+	if len(d.conns) >= d.opts.maxConns {
+		return trackFull
 	}
 	d.conns[c] = struct{}{}
-	return true
+	return tracked
 }
 
 func (d *device) untrack(c net.Conn) {
@@ -304,6 +350,7 @@ func (d *device) shutdown() {
 func (d *device) disconnect(why error) {
 	d.closed.Store(true)
 	d.releaseFaults()
+	d.budget.close()
 	d.ln.Close()
 	d.mu.Lock()
 	links := make([]*link, 0, len(d.links))

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/rdmakit/rdmakit/internal/wire"
 	"github.com/rdmakit/rdmakit/nic"
@@ -164,6 +163,7 @@ const (
 	rejectVersion = 1
 	rejectToken   = 2
 	rejectClosed  = 3
+	rejectBusy    = 4 // the listener serves maxconns connections already
 )
 
 func appendReject(b []byte, code uint16, reason string) []byte {
@@ -199,75 +199,4 @@ func readString(b []byte) (string, []byte, error) {
 		return "", nil, fmt.Errorf("%w: string of %d bytes in %d", ErrProtocol, n, len(b)-2)
 	}
 	return string(b[2 : 2+n]), b[2+n:], nil
-}
-
-// frameReader splits a byte stream into frames without copying them: a
-// frame's body stays valid until the next call to next.
-type frameReader struct {
-	r     io.Reader
-	buf   []byte
-	start int
-	end   int
-	max   int
-}
-
-func newFrameReader(r io.Reader, size, max int) *frameReader {
-	return &frameReader{r: r, buf: make([]byte, size), max: max}
-}
-
-// next returns the next frame's type and body (without the type byte).
-func (f *frameReader) next() (byte, []byte, error) {
-	if err := f.need(4); err != nil {
-		return 0, nil, err
-	}
-	n := int(binary.LittleEndian.Uint32(f.buf[f.start:]))
-	if n < 1 || n > f.max {
-		return 0, nil, fmt.Errorf("%w: %d bytes (limit %d)", ErrFrameTooLarge, n, f.max)
-	}
-	if err := f.need(4 + n); err != nil {
-		return 0, nil, err
-	}
-	body := f.buf[f.start+5 : f.start+4+n]
-	typ := f.buf[f.start+4]
-	f.start += 4 + n
-	return typ, body, nil
-}
-
-// pending reports whether a whole frame is already buffered, so reading
-// it will not block.
-func (f *frameReader) pending() bool {
-	if f.end-f.start < 4 {
-		return false
-	}
-	n := int(binary.LittleEndian.Uint32(f.buf[f.start:]))
-	return f.end-f.start >= 4+n
-}
-
-// need makes sure n bytes from start are buffered, reading as needed.
-func (f *frameReader) need(n int) error {
-	if f.end-f.start >= n {
-		return nil
-	}
-	if n > len(f.buf) {
-		nb := make([]byte, max(n, 2*len(f.buf)))
-		f.end = copy(nb, f.buf[f.start:f.end])
-		f.buf, f.start = nb, 0
-	} else if f.start+n > len(f.buf) {
-		f.end = copy(f.buf, f.buf[f.start:f.end])
-		f.start = 0
-	}
-	for f.end-f.start < n {
-		k, err := f.r.Read(f.buf[f.end:])
-		f.end += k
-		if err != nil {
-			if f.end-f.start >= n {
-				return nil
-			}
-			if err == io.EOF && f.end > f.start {
-				return fmt.Errorf("%w: connection closed mid-frame", ErrProtocol)
-			}
-			return err
-		}
-	}
-	return nil
 }

@@ -32,8 +32,13 @@ type link struct {
 	dead    bool
 	err     error
 
-	lastRecv atomic.Int64 // unix nanoseconds of the last frame received
-	lastMove atomic.Int64 // unix nanoseconds of the last frame received or chunk written
+	// Liveness (Progressed): lastRecv is when bytes from the peer last
+	// arrived (unix nanoseconds), lastBulk when the socket last took a
+	// whole writeChunk of requests. Smaller writes — PINGs, small
+	// requests — prove nothing: the kernel buffers them whether or not the
+	// peer runs.
+	lastRecv atomic.Int64
+	lastBulk atomic.Int64
 	// emptyAt is when a progress read last found nothing (nanotime): the
 	// next ones wait emptyWait, so that many CQ pollers do not each pay a
 	// read syscall for nothing; the link's goroutine still reads as soon
@@ -106,7 +111,6 @@ func dial(d *device, address, hostport string) (*link, error) {
 	l := &link{dev: d, address: address, conn: c, done: make(chan struct{}), raw: raw, fr: fr}
 	l.cond.L = &l.mu
 	l.lastRecv.Store(time.Now().UnixNano())
-	l.lastMove.Store(time.Now().UnixNano())
 	go l.read()
 	return l, nil
 }
@@ -196,23 +200,29 @@ func (l *link) Flush() error {
 // writeChunk is how much a flush writes between progress marks.
 const writeChunk = 256 << 10
 
-// write writes buf in chunks, marking progress after each.
+// write writes buf in chunks, marking progress after each whole one: a
+// large WRITE to a responder that reads slowly is not a lost one. The
+// socket buffers only a few chunks for a peer that does not read, so a
+// stopped peer stops this progress soon.
 func (l *link) write(buf []byte) error {
-	l.lastMove.Store(time.Now().UnixNano())
 	for len(buf) > 0 {
 		k := min(len(buf), writeChunk)
 		if _, err := l.conn.Write(buf[:k]); err != nil {
 			return err
 		}
-		l.lastMove.Store(time.Now().UnixNano())
+		if k == writeChunk {
+			l.lastBulk.Store(time.Now().UnixNano())
+		}
 		buf = buf[k:]
 	}
 	return nil
 }
 
-// Progressed implements nic.Link.
+// Progressed implements nic.Link: whether bytes arrived from the peer, or
+// the socket took a whole chunk of requests, within d.
 func (l *link) Progressed(d time.Duration) bool {
-	return time.Now().UnixNano()-l.lastMove.Load() < int64(d)
+	now := time.Now().UnixNano()
+	return now-l.lastRecv.Load() < int64(d) || now-l.lastBulk.Load() < int64(d)
 }
 
 // send queues and flushes a control frame.
@@ -304,7 +314,17 @@ func (l *link) release() error {
 // drain handles every complete frame available without blocking; the
 // caller holds tok.
 func (l *link) drain() error {
-	marked := false
+	before := l.fr.received
+	err := l.handleFrames()
+	if l.fr.received != before { // one clock reading per batch of bytes
+		l.lastRecv.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+// handleFrames handles the complete frames available; the caller holds
+// tok.
+func (l *link) handleFrames() error {
 	for {
 		typ, body, err := l.fr.next()
 		if err == errAgain {
@@ -312,12 +332,6 @@ func (l *link) drain() error {
 		}
 		if err != nil {
 			return err
-		}
-		if !marked { // one clock reading per batch of frames
-			t := time.Now().UnixNano()
-			l.lastRecv.Store(t)
-			l.lastMove.Store(t)
-			marked = true
 		}
 		switch typ {
 		case frameResp:

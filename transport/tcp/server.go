@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"time"
 
 	"github.com/rdmakit/rdmakit/nic"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // maxOut is how many response bytes a serving connection gathers before
@@ -40,23 +42,70 @@ func (d *device) accept() {
 type conn struct {
 	c   net.Conn
 	out []byte
-	err error
+	// base is out's own buffer. Only a READ reply too large for it
+	// replaces out with a larger buffer, its capacity reserved from the
+	// node's budget; after the write it stays in hold for the next such
+	// reply until another connection needs the budget.
+	base []byte
+	hold *hold
+	// Replies are written with a deadline: a peer that reads nothing for
+	// timeout loses the connection. The deadline is moved before a write
+	// when it is an eighth of timeout old.
+	timeout time.Duration
+	armed   time.Time
+	err     error
 }
 
-// Respond implements nic.Responder.
+// Respond implements nic.Responder. It only copies the reply: the serve
+// loop writes it after nic.Session.Serve returns, once the memory region a
+// READ reply comes from is released, so that a peer that stops reading
+// cannot hold the region (MR.Deregister waits for it).
 func (s *conn) Respond(r *nic.Response) {
 	s.out = appendResponse(s.out, r)
-	if len(s.out) > maxOut {
-		s.flush()
+}
+
+// makeRoom prepares out for a READ reply of n bytes: it writes what out
+// holds if the reply would not fit after it, and takes a buffer reserved
+// from the budget when the reply fits none at hand.
+func (s *conn) makeRoom(n int) error {
+	const overhead = 64 // frame and response headers
+	if len(s.out)+n+overhead <= cap(s.out) {
+		return nil
 	}
+	s.flush()
+	if s.err != nil || n+overhead <= cap(s.out) {
+		return s.err
+	}
+	buf, err := s.hold.get(n + overhead)
+	if err != nil {
+		return err
+	}
+	if buf == nil {
+		buf = make([]byte, 0, n+overhead)
+	}
+	s.out = buf
+	return nil
 }
 
 func (s *conn) flush() {
 	if len(s.out) == 0 || s.err != nil {
 		return
 	}
-	_, s.err = s.c.Write(s.out)
-	s.out = s.out[:0]
+	// A large reply goes in chunks, each with the whole timeout: a peer
+	// that reads slowly is not one that reads nothing.
+	for b := s.out; len(b) > 0 && s.err == nil; {
+		if now := time.Now(); now.Sub(s.armed) > s.timeout/8 {
+			s.armed = now
+			s.c.SetWriteDeadline(now.Add(s.timeout))
+		}
+		k := min(len(b), writeChunk)
+		_, s.err = s.c.Write(b[:k])
+		b = b[k:]
+	}
+	if cap(s.out) > cap(s.base) {
+		s.hold.put(s.out)
+	}
+	s.out = s.base[:0]
 }
 
 func (d *device) serve(c net.Conn) {
@@ -67,7 +116,16 @@ func (d *device) serve(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	if !d.track(c) {
+	switch d.track(c) {
+	case trackClosed:
+		return
+	case trackFull:
+		// A refusal is counted before the peer can see it.
+		d.refuse(c, fmt.Errorf("%w: %d connections (maxconns)", ErrRejected, d.opts.maxConns))
+		// Untracked, so Close does not end it: a short deadline (the
+		// frame fits any fresh socket's buffer anyway).
+		c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		c.Write(appendReject(nil, rejectBusy, "too many connections"))
 		return
 	}
 	defer d.untrack(c)
@@ -100,16 +158,24 @@ func (d *device) serve(c net.Conn) {
 	}
 	c.SetDeadline(time.Time{})
 	fr.max = maxFrame
+	fr.limit(d.budget, 5*d.opts.keepalive, c.SetReadDeadline)
+	defer fr.free()
+	base := make([]byte, 0, maxOut+4<<10)
+	s := &conn{c: c, out: base, base: base, hold: newHold(d.budget), timeout: 5 * d.opts.keepalive}
+	defer s.hold.close()
 	if raw, err := newRawReader(c); err == nil {
 		fr.r = &spinReader{raw: raw, spin: d.opts.spin}
 	} // else: a wrapped connection (tests) is read with blocking reads
 	sess := d.node.NewSession(peer)
 	defer sess.Close()
-	s := &conn{c: c, out: make([]byte, 0, 64<<10)}
 	var req nic.Request
 	var pbuf [1][]byte
 	for {
 		typ, body, err := fr.next()
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			d.refuse(c, fmt.Errorf("%w: no byte of a large frame for %v", ErrProtocol, 5*d.opts.keepalive))
+			return
+		}
 		if errors.Is(err, ErrFrameTooLarge) || errors.Is(err, ErrProtocol) {
 			d.refuse(c, err)
 			return
@@ -130,6 +196,11 @@ func (d *device) serve(c net.Conn) {
 				d.refuse(c, err)
 				return
 			}
+			if req.Opcode == verbs.OpRead && !req.Datagram {
+				if err := s.makeRoom(int(req.Length)); err != nil {
+					return
+				}
+			}
 			sess.Serve(&req, s)
 			req.Payload, pbuf[0] = nil, nil
 		case framePing:
@@ -143,7 +214,7 @@ func (d *device) serve(c net.Conn) {
 			d.refuse(c, fmt.Errorf("%w: frame type %d", ErrProtocol, typ))
 			return
 		}
-		if !fr.pending() {
+		if len(s.out) > maxOut || !fr.pending() {
 			s.flush()
 		}
 		if s.err != nil {
