@@ -282,7 +282,7 @@ func TestQuickPrismOpsRun(t *testing.T) {
 }
 
 func TestQuickSmartConflictRun(t *testing.T) {
-	r, _, err := Run(context.Background(), "smart-conflict", Options{Quick: true, Duration: 20 * time.Millisecond, OutDir: t.TempDir(), Poll: verbs.PollAdaptive})
+	r, _, err := Run(context.Background(), "smart-conflict", Options{Quick: true, Duration: 60 * time.Millisecond, OutDir: t.TempDir(), Poll: verbs.PollAdaptive})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func TestQuickGuidelinesRun(t *testing.T) {
 
 func TestQuickSmartDepthAndSharingRuns(t *testing.T) {
 	for name, rows := range map[string]int{"smart-depth": 11, "smart-sharing": 16} {
-		r, _, err := Run(context.Background(), name, Options{Quick: true, Duration: 10 * time.Millisecond, OutDir: t.TempDir()})
+		r, _, err := Run(context.Background(), name, Options{Quick: true, Duration: 50 * time.Millisecond, OutDir: t.TempDir()})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
