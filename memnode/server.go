@@ -87,7 +87,13 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 	}
 	newService := cfg.NewService
 	if newService == nil {
-		newService = func(dev verbs.Device, pd verbs.PD) (Service, error) { return newRegions(&s.cfg, dev, pd) }
+		newService = func(dev verbs.Device, pd verbs.PD) (Service, error) {
+			r, err := newRegions(&s.cfg, dev, pd)
+			if err != nil {
+				return nil, err // not a typed nil
+			}
+			return r, nil
+		}
 	}
 	if s.svc, err = newService(s.dev, s.pd); err != nil {
 		return nil, err
