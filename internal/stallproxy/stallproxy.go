@@ -18,6 +18,7 @@ type Proxy struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	conns []net.Conn
+	open  int // proxied exchanges whose listener end is still open
 }
 
 // Start listens on a free loopback port and proxies every connection to
@@ -43,6 +44,7 @@ func Start(target string) (*Proxy, error) {
 			}
 			p.mu.Lock()
 			p.conns = append(p.conns, c, s)
+			p.open++
 			p.mu.Unlock()
 			p.wg.Add(2)
 			var replied sync.Once
@@ -79,6 +81,9 @@ func Start(target string) (*Proxy, error) {
 					}
 					if err != nil {
 						io.Copy(io.Discard, s)
+						p.mu.Lock()
+						p.open--
+						p.mu.Unlock()
 						return
 					}
 				}
@@ -90,6 +95,14 @@ func Start(target string) (*Proxy, error) {
 
 // Addr is the address dialers use instead of the listener's.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Pending returns the number of proxied exchanges the listener has not
+// closed its end of: stalled ones, waiting for an RTU that never comes.
+func (p *Proxy) Pending() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.open
+}
 
 // Close closes every proxied connection and waits for the proxy's
 // goroutines.
