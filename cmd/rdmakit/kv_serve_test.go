@@ -253,3 +253,29 @@ func TestNodeTokenSources(t *testing.T) {
 		n.stop(t)
 	}
 }
+
+// TestNodeStopsDespiteStalledHandshake: the node's shutdown (SIGINT and
+// SIGTERM cancel the command's context) takes at most a second even
+// with a dialer that never completes its handshake and a connected
+// client.
+func TestNodeStopsDespiteStalledHandshake(t *testing.T) {
+	n := startNode(t, "--probe", "0")
+	p, err := stallproxy.Start(n.info.CM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dialNode(t, p.Addr(), nil) // its RTU never arrives
+	c := dialNode(t, n.info.CM, nil)
+	c.do(t, verbs.OpWrite, 0, 8)
+	if p.Pending() != 1 {
+		t.Fatalf("%d stalled exchanges, want 1", p.Pending())
+	}
+	t0 := time.Now()
+	if code := n.stop(t); code != 0 {
+		t.Fatalf("exit %d: %s", code, n.stderr.String())
+	}
+	if d := time.Since(t0); d > time.Second {
+		t.Errorf("the node took %v to stop", d)
+	}
+}
