@@ -42,9 +42,9 @@ type Info struct {
 
 // Region is a memory region's descriptor in an Info.
 type Region struct {
-	Addr uint64 `json:"addr"`
-	Len  uint64 `json:"len"`
-	RKey uint32 `json:"rkey"`
+	Addr uint64 `json:"addr"` // the address clients use (verbs.MR.Addr)
+	Len  uint64 `json:"len"`  // its length in bytes
+	RKey uint32 `json:"rkey"` // its remote key
 }
 
 // Desc returns r as a cm.MRDesc.
