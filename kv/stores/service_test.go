@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/rdmakit/rdmakit/cm"
+	"github.com/rdmakit/rdmakit/internal/stallproxy"
 	"github.com/rdmakit/rdmakit/kv/stores"
 	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/verbs"
@@ -90,4 +92,57 @@ func TestCheckDesign(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// TestServiceFreesFailedHandshakes: clients whose handshake never
+// completes leave nothing behind (the CQ made for each was once kept).
+func TestServiceFreesFailedHandshakes(t *testing.T) {
+	ctx := context.Background()
+	srv, err := memnode.Start(ctx, memnode.Config{Device: "loop://stores-stall/node", CM: "127.0.0.1:0", HandshakeTimeout: 20 * time.Millisecond,
+		NewService: stores.Service("prism-kv", 1000, 64), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	p, err := stallproxy.Start(srv.Info().CM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dev, err := verbs.Open("loop://stores-stall/client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	pd, _ := dev.AllocPD()
+	cq, _ := dev.CreateCQ(16)
+	h0 := heapAlloc()
+	const n = 200
+	for range n {
+		conn, err := cm.Dial(ctx, dev, p.Addr(), cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, PrivateData: memnode.Hello{Service: "prism-kv"}.Marshal()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+	}
+	for deadline := time.Now().Add(10 * time.Second); srv.Stats().Rejected < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: the stalled handshakes did not time out", srv.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := srv.Stats(); st.Clients != 0 || st.Handshakes != 0 || st.Accepted != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if h := heapAlloc(); h > h0+16<<20 {
+		t.Errorf("heap %d MiB after %d failed handshakes, %d MiB before", h>>20, n, h0>>20)
+	}
+}
+
+// heapAlloc returns the live heap after a collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
