@@ -192,3 +192,20 @@ func TestReadInfo(t *testing.T) {
 		t.Errorf("no JSON: %v", err)
 	}
 }
+
+// TestFailedSessionIsFreed: a client whose connection fails at the node
+// (a SEND larger than the receives) is freed like a departed one.
+func TestFailedSessionIsFreed(t *testing.T) {
+	fabric := loopURI(t, "node")
+	s := start(t, memnode.Config{Device: fabric, Memory: 4096, Recv: 4, RecvSize: 64, Probe: -1})
+	c, err := dial(t, strings.TrimSuffix(fabric, "node")+"client", s.Info().CM, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.close()
+	waitFor(t, "the client", func() bool { return s.Stats().Clients == 1 })
+	if st := c.do(t, verbs.OpSend, 128); st == verbs.StatusSuccess {
+		t.Fatal("a 128-byte SEND into 64-byte receives succeeded")
+	}
+	waitFor(t, "the failed client to be freed", func() bool { return s.Stats().Clients == 0 })
+}
