@@ -1,16 +1,17 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/rdmakit/rdmakit/memnode"
 )
 
 // ErrNoNode is returned by experiments that need an rdmakit node in
@@ -19,10 +20,9 @@ var ErrNoNode = errors.New("bench: no way to start an rdmakit node (Options.Node
 
 // nodeProc is an rdmakit node running in its own process.
 type nodeProc struct {
-	cmd    *exec.Cmd
-	Device string `json:"device"`
-	CM     string `json:"cm"`
-	done   chan error
+	memnode.Info // what the node announced
+	cmd          *exec.Cmd
+	done         chan error
 }
 
 // startNode starts `rdmakit node` on free loopback ports and waits for it
@@ -42,24 +42,21 @@ func startNode(ctx context.Context, env *Env, args ...string) (*nodeProc, error)
 		return nil, fmt.Errorf("bench: start node: %w", err)
 	}
 	n := &nodeProc{cmd: cmd, done: make(chan error, 1)}
-	lines := make(chan string)
+	type result struct {
+		info memnode.Info
+		err  error
+	}
+	announced := make(chan result, 1)
 	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if l := sc.Text(); strings.HasPrefix(l, "{") {
-				lines <- l
-			}
-		}
-		close(lines)
+		info, err := memnode.ReadInfo(out, nil)
+		announced <- result{info, err}
+		io.Copy(io.Discard, out) // the rest of its output
 	}()
 	go func() { n.done <- cmd.Wait() }()
 	select {
-	case l, ok := <-lines:
-		if ok && json.Unmarshal([]byte(l), n) == nil && n.CM != "" {
-			go func() {
-				for range lines {
-				}
-			}()
+	case r := <-announced:
+		if r.err == nil && r.info.CM != "" {
+			n.Info = r.info
 			return n, nil
 		}
 	case <-time.After(30 * time.Second):

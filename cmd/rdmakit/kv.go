@@ -14,6 +14,7 @@ import (
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/race"
 	"github.com/rdmakit/rdmakit/kv/stores"
+	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/smart"
 	"github.com/rdmakit/rdmakit/verbs"
 	"github.com/rdmakit/rdmakit/workload"
@@ -38,84 +39,56 @@ Smart-HT share a node layout: a race node serves smart-ht clients too.`,
 	return cmd
 }
 
-// layout is the node layout a design's clients need.
-func layout(design string) string {
-	if design == "smart-ht" {
-		return "race"
-	}
-	return design
-}
-
 func newKVServeCmd() *cobra.Command {
 	var store, device, listen string
+	var token tokenFlags
 	var keys int64
 	var value int
+	var probe time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve a key-value store node until interrupted",
-		Args:  cobra.NoArgs,
+		Long: `serve lays out one store design in the memory of a verbs device and serves it
+to the clients that connect through the connection manager at --listen, until
+SIGINT or SIGTERM. The node runs on the memnode library: handshakes run
+concurrently (a stalled one delays nobody), a client must present the token
+(--token, --token-file or $RDMAKIT_TOKEN) when the node has one, and a client
+that is gone (--probe) has its QP, CQ and goroutine freed. The data lives
+only in the node's memory: a restart loses it.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			dev, err := verbs.Open(device)
+			if err := stores.CheckDesign(store); err != nil {
+				return fmt.Errorf("--store: %w", err)
+			}
+			tok, err := token.value()
 			if err != nil {
 				return err
 			}
-			defer dev.Close()
-			pd, err := dev.AllocPD()
+			if probe < 0 {
+				return fmt.Errorf("--probe %v: must not be negative", probe)
+			} else if probe == 0 {
+				probe = -1 // disabled
+			}
+			srv, err := memnode.Start(ctx, memnode.Config{Device: device, CM: listen, Token: tok, Probe: probe,
+				NewService: stores.Service(store, keys, value), Logger: slog.Default()})
 			if err != nil {
 				return err
 			}
-			srv, err := stores.NewServer(layout(store), pd, keys, value)
-			if err != nil {
-				return err
-			}
-			l, err := cm.Listen(ctx, dev, listen)
-			if err != nil {
-				return err
-			}
-			defer l.Close()
-			fmt.Fprintf(cmd.OutOrStdout(), "serving %s for about %d keys: connect to %s (verbs device %s)\n", layout(store), keys, l.Addr(), dev.Address())
-			sctx, cancel := context.WithCancel(ctx)
-			var serving sync.WaitGroup
-			defer func() { cancel(); serving.Wait(); srv.Close() }()
-			for {
-				req, err := l.Accept(ctx)
-				if err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return err
-				}
-				if want := layout(store); string(req.PrivateData()) != want && string(req.PrivateData()) != store {
-					req.Reject(fmt.Sprintf("this node serves %s, not %q", want, req.PrivateData()))
-					continue
-				}
-				cq, err := dev.CreateCQ(4096)
-				if err != nil {
-					req.Reject("out of resources")
-					continue
-				}
-				conn, err := req.Accept(ctx, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap, Access: verbs.AccessAll})
-				if err != nil {
-					slog.Warn("kv serve: accept", "peer", req.PeerAddress(), "err", err)
-					continue
-				}
-				serving.Add(1)
-				go func() {
-					defer serving.Done()
-					if err := srv.Serve(sctx, conn.QP(), cq); err != nil && sctx.Err() == nil {
-						slog.Info("kv serve: connection ends", "peer", conn.PeerAddress(), "err", err)
-					}
-					conn.Close()
-				}()
-			}
+			info := srv.Info()
+			fmt.Fprintf(cmd.OutOrStdout(), "serving %s for about %d keys: connect to %s (verbs device %s)\n", info.Service, keys, info.CM, info.Device)
+			<-ctx.Done()
+			return srv.Close()
 		},
 	}
-	cmd.Flags().StringVar(&store, "store", "prism-kv", "store design: pilaf, prism-kv, race or smart-ht")
-	cmd.Flags().StringVar(&device, "device", "tcp://127.0.0.1:0", "verbs device the node's memory is reached through")
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7470", "connection manager address clients dial")
-	cmd.Flags().Int64Var(&keys, "keys", 1000000, "keys the node is sized for")
-	cmd.Flags().IntVar(&value, "value", 64, "typical value bytes (sizes the node's item memory)")
+	fl := cmd.Flags()
+	fl.StringVar(&store, "store", "prism-kv", "store design: pilaf, prism-kv, race or smart-ht")
+	fl.StringVar(&device, "device", "tcp://127.0.0.1:0", "verbs device the node's memory is reached through")
+	fl.StringVar(&listen, "listen", "127.0.0.1:7470", "connection manager address clients dial")
+	fl.Int64Var(&keys, "keys", 1000000, "keys the node is sized for")
+	fl.IntVar(&value, "value", 64, "typical value bytes (sizes the node's item memory)")
+	fl.DurationVar(&probe, "probe", memnode.DefaultProbe, "how often each client is checked (a 0-byte READ); a gone client's QP, CQ and goroutine are freed. 0 disables")
+	token.add(fl, "auth token clients must present (also passed to the device as token=)")
 	return cmd
 }
 
@@ -142,7 +115,15 @@ func (k *kvConn) Close() {
 }
 
 // dialKV opens n client connections of design to the node at addr.
-func dialKV(ctx context.Context, design, device, addr string, n int) (*kvConn, error) {
+func dialKV(ctx context.Context, design, device, addr, token string, n int) (*kvConn, error) {
+	if err := stores.CheckDesign(design); err != nil {
+		return nil, fmt.Errorf("--store: %w", err)
+	}
+	device, err := withQuery(device, "token", token)
+	if err != nil {
+		return nil, err
+	}
+	hello := memnode.Hello{Service: design, Token: token}.Marshal()
 	dev, err := verbs.Open(device)
 	if err != nil {
 		return nil, err
@@ -160,7 +141,7 @@ func dialKV(ctx context.Context, design, device, addr string, n int) (*kvConn, e
 		// one-sided requests.
 		connect := func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
 			c, err := cm.Dial(ctx, dev, addr, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap, Access: verbs.AccessAll,
-				MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, PrivateData: []byte(design)})
+				MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, PrivateData: hello})
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
 			}
@@ -181,7 +162,7 @@ func dialKV(ctx context.Context, design, device, addr string, n int) (*kvConn, e
 			return nil, err
 		}
 		c, err := cm.Dial(ctx, dev, addr, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap, Access: verbs.AccessAll,
-			MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, PrivateData: []byte(design)})
+			MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, PrivateData: hello})
 		if err != nil {
 			k.Close()
 			return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
@@ -200,6 +181,7 @@ func dialKV(ctx context.Context, design, device, addr string, n int) (*kvConn, e
 // kvClientFlags are the flags every client command takes.
 type kvClientFlags struct {
 	store, device, node string
+	token               tokenFlags
 	timeout             time.Duration
 }
 
@@ -208,12 +190,22 @@ func (f *kvClientFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.device, "device", "tcp://127.0.0.1:0", "this client's verbs device (the node must reach it)")
 	cmd.Flags().StringVar(&f.node, "node", "127.0.0.1:7470", "the node's connection manager address")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on the whole command")
+	f.token.add(cmd.Flags(), "the node's auth token")
+}
+
+// dial opens conns client connections to the node.
+func (f *kvClientFlags) dial(ctx context.Context, conns int) (*kvConn, error) {
+	tok, err := f.token.value()
+	if err != nil {
+		return nil, err
+	}
+	return dialKV(ctx, f.store, f.device, f.node, tok, conns)
 }
 
 func (f *kvClientFlags) run(cmd *cobra.Command, do func(ctx context.Context, s kv.Store) error) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
-	k, err := dialKV(ctx, f.store, f.device, f.node, 1)
+	k, err := f.dial(ctx, 1)
 	if err != nil {
 		return err
 	}
@@ -286,7 +278,7 @@ func newKVBenchCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			dctx, cancel := context.WithTimeout(ctx, f.timeout)
-			k, err := dialKV(dctx, f.store, f.device, f.node, conns)
+			k, err := f.dial(dctx, conns)
 			cancel()
 			if err != nil {
 				return err

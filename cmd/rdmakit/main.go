@@ -7,15 +7,18 @@
 //
 //	rdmakit demo [--keys 100000] [--duration 2s]
 //	rdmakit demo verbs
-//	rdmakit kv serve [--store pilaf|prism-kv|race|smart-ht] [--listen HOST:PORT] [--device URI]
+//	rdmakit kv serve [--store pilaf|prism-kv|race|smart-ht] [--listen HOST:PORT] [--device URI] [--token-file F]
 //	rdmakit kv get|put|del --node HOST:PORT [--store S] KEY [VALUE]
 //	rdmakit kv bench --node HOST:PORT [--store S] [--workload a|b|c|d|f] [--load]
-//	rdmakit node [--uri tcp://HOST:PORT] [--cm HOST:PORT] [--mem 64MiB] [--mrs N] [--metrics HOST:PORT] [--echo]
+//	rdmakit node [--uri tcp://HOST:PORT] [--cm HOST:PORT] [--mem 64MiB] [--mrs N] [--metrics HOST:PORT] [--echo] [--token-file F]
 //	rdmakit perf [--uri URI] [--op read|write|send|cas|faa|all] [--test lat|bw|both] [--sizes 8-1048576]
 //	rdmakit perf --connect HOST:PORT [--op …] [--test …] [--size N]
 //	rdmakit bench list
 //	rdmakit bench run NAME [--quick] [--duration D] [--out DIR]
 //	rdmakit version
+//
+// Auth tokens (node, kv, perf --connect) come from --token-file F or
+// $RDMAKIT_TOKEN, or --token, which other local users can read in /proc.
 package main
 
 import (

@@ -2,23 +2,17 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/rdmakit/rdmakit/cm"
+	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -29,7 +23,7 @@ type nodeFlags struct {
 	mem      string
 	mrs      int
 	access   string
-	token    string
+	token    tokenFlags
 	metrics  string
 	recv     int
 	recvSize string
@@ -50,9 +44,10 @@ every region. READ, WRITE and atomics are executed by the soft NIC without
 the node's goroutines; the node only re-posts receives (--recv per
 connection) for SEND and WRITE_WITH_IMM and, with --echo, sends every
 received message back. Counters are served in Prometheus format at
-http://--metrics/metrics.`,
+http://--metrics/metrics. The auth token comes from --token, --token-file
+or $RDMAKIT_TOKEN. The node is the memnode library's server.`,
 		Example: `  rdmakit node --mem 64MiB
-  rdmakit node --uri tcp://0.0.0.0:7471?advertise=10.0.0.5:7471 --cm :7472 --mem 1GiB --mrs 4 --token s3cret
+  RDMAKIT_TOKEN=s3cret rdmakit node --uri tcp://0.0.0.0:7471?advertise=10.0.0.5:7471 --cm :7472 --mem 1GiB --mrs 4
   rdmakit node --mem 16MiB --echo --recv 512 --recv-size 64KiB`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runNode(cmd.Context(), cmd.OutOrStdout(), &f) },
@@ -63,68 +58,64 @@ http://--metrics/metrics.`,
 	fl.StringVar(&f.mem, "mem", "64MiB", "total registered memory, e.g. 4KiB, 64MiB, 1GiB")
 	fl.IntVar(&f.mrs, "mrs", 1, "number of memory regions --mem is split into")
 	fl.StringVar(&f.access, "access", "all", "what peers may do: all or a comma-separated list of read, write, atomic")
-	fl.StringVar(&f.token, "token", "", "auth token: passed to the device (token=) and required as the cm private data")
+	f.token.add(fl, "auth token: passed to the device (token=) and required as the cm private data")
 	fl.StringVar(&f.metrics, "metrics", "127.0.0.1:9471", "HTTP listen address for Prometheus /metrics; empty disables")
-	fl.IntVar(&f.recv, "recv", 256, "receives kept posted per connection for SEND and WRITE_WITH_IMM")
+	fl.IntVar(&f.recv, "recv", memnode.DefaultRecv, "receives kept posted per connection for SEND and WRITE_WITH_IMM")
 	fl.StringVar(&f.recvSize, "recv-size", "4KiB", "bytes per receive: the largest SEND the node accepts")
 	fl.BoolVar(&f.echo, "echo", false, "send every received message back on its connection (SEND latency tests)")
-	fl.DurationVar(&f.probe, "probe", 5*time.Second, "how often each connection's client is checked (a 0-byte READ); a gone client's connection is freed. 0 disables")
+	fl.DurationVar(&f.probe, "probe", memnode.DefaultProbe, "how often each connection's client is checked (a 0-byte READ); a gone client's connection is freed. 0 disables")
 	return cmd
 }
 
-// nodeConfig is the validated configuration of a node.
-type nodeConfig struct {
-	uri      string // with the token
-	cm       string
-	metrics  string
-	mem      int64
-	mrs      int
-	mrAccess verbs.Access // regions
-	qpAccess verbs.Access // what peers may do through their QP
-	access   string       // canonical: "read,write,atomic"
-	token    string
-	recv     int
-	recvSize int
-	echo     bool
-	probe    time.Duration
-}
+// nodeFlagNames maps memnode.Config fields to the flags that set them,
+// for error messages.
+var nodeFlagNames = map[string]string{"Device": "--uri", "Memory": "--mem", "Regions": "--mrs", "Access": "--access",
+	"Token": "--token", "Recv": "--recv", "RecvSize": "--recv-size", "Probe": "--probe"}
 
-func (f *nodeFlags) config() (*nodeConfig, error) {
-	c := &nodeConfig{cm: f.cm, metrics: f.metrics, mrs: f.mrs, token: f.token, recv: f.recv, echo: f.echo, probe: f.probe}
-	if f.probe < 0 {
-		return nil, fmt.Errorf("--probe %v: must not be negative", f.probe)
+// config turns the flags into a memnode.Config.
+func (f *nodeFlags) config() (memnode.Config, error) {
+	c := memnode.Config{Device: f.uri, CM: f.cm, Metrics: f.metrics, Regions: f.mrs, Recv: f.recv, Echo: f.echo, Probe: f.probe}
+	switch {
+	case f.probe < 0:
+		return c, fmt.Errorf("--probe %v: must not be negative", f.probe)
+	case f.probe == 0:
+		c.Probe = -1 // disabled
+	case f.mrs <= 0:
+		return c, fmt.Errorf("--mrs %d: want at least 1", f.mrs)
+	case f.recv <= 0:
+		return c, fmt.Errorf("--recv %d: want at least 1", f.recv)
 	}
 	var err error
-	if c.mem, err = parseBytes(f.mem); err != nil {
-		return nil, fmt.Errorf("--mem: %w", err)
-	}
-	if f.mrs <= 0 || f.mrs > cm.MaxDescs {
-		return nil, fmt.Errorf("--mrs %d: want 1..%d (the descriptors must fit in the cm private data)", f.mrs, cm.MaxDescs)
-	}
-	if c.mem%int64(f.mrs) != 0 || c.mem/int64(f.mrs)%8 != 0 {
-		return nil, fmt.Errorf("--mem %s does not split into %d regions of a multiple of 8 bytes", f.mem, f.mrs)
-	}
-	if f.recv <= 0 {
-		return nil, fmt.Errorf("--recv %d: want at least 1", f.recv)
+	if c.Memory, err = parseBytes(f.mem); err != nil {
+		return c, fmt.Errorf("--mem: %w", err)
 	}
 	rs, err := parseBytes(f.recvSize)
-	if err != nil || rs > 1<<30 {
-		return nil, fmt.Errorf("--recv-size %q: want 1 B .. 1 GiB", f.recvSize)
+	if err != nil || rs > memnode.MaxRecvSize {
+		return c, fmt.Errorf("--recv-size %q: want 1 B .. 1 GiB", f.recvSize)
 	}
-	c.recvSize = int(rs)
-	if c.qpAccess, c.access, err = parseAccess(f.access); err != nil {
-		return nil, err
+	c.RecvSize = int(rs)
+	if c.Access, err = parseAccess(f.access); err != nil {
+		return c, err
 	}
-	c.mrAccess = verbs.AccessLocalWrite | c.qpAccess
-	if c.uri, err = withQuery(f.uri, "token", f.token); err != nil {
-		return nil, err
+	if c.Token, err = f.token.value(); err != nil {
+		return c, err
 	}
 	return c, nil
 }
 
-// parseAccess parses --access into the remote access flags and their
-// canonical name.
-func parseAccess(s string) (verbs.Access, string, error) {
+// flagError rewords a memnode.ConfigError in terms of the flags.
+func flagError(err error) error {
+	var ce *memnode.ConfigError
+	if errors.As(err, &ce) {
+		if name, ok := nodeFlagNames[ce.Field]; ok {
+			return fmt.Errorf("%s %v: %s", name, ce.Value, ce.Reason)
+		}
+	}
+	return err
+}
+
+// parseAccess parses --access into the remote access flags.
+func parseAccess(s string) (verbs.Access, error) {
 	if strings.TrimSpace(s) == "all" {
 		s = "read,write,atomic"
 	}
@@ -138,250 +129,56 @@ func parseAccess(s string) (verbs.Access, string, error) {
 		case "atomic", "atomics":
 			a |= verbs.AccessRemoteAtomic
 		default:
-			return 0, "", fmt.Errorf("--access %q: want all or a list of read, write, atomic", s)
+			return 0, fmt.Errorf("--access %q: want all or a list of read, write, atomic", s)
 		}
 	}
-	var names []string
-	for _, x := range []struct {
-		f    verbs.Access
-		name string
-	}{{verbs.AccessRemoteRead, "read"}, {verbs.AccessRemoteWrite, "write"}, {verbs.AccessRemoteAtomic, "atomic"}} {
-		if a&x.f != 0 {
-			names = append(names, x.name)
-		}
-	}
-	return a, strings.Join(names, ","), nil
+	return a, nil
 }
 
-// withQuery returns uri with the query parameter key set to value (uri
-// unchanged when value is empty).
-func withQuery(uri, key, value string) (string, error) {
-	if value == "" {
-		return uri, nil
-	}
-	u, err := url.Parse(uri)
-	if err != nil {
-		return "", fmt.Errorf("--uri %q: %w", uri, err)
-	}
-	q := u.Query()
-	q.Set(key, value)
-	u.RawQuery = q.Encode()
-	return u.String(), nil
-}
-
-// node is a running memory node.
-type node struct {
-	cfg     *nodeConfig
-	dev     verbs.Device
-	pd      verbs.PD
-	mrs     []verbs.MR
-	descs   []cm.MRDesc
-	private []byte // the descriptors, sent to every client
-	ln      *cm.Listener
-	log     *slog.Logger
-
-	conns    sync.WaitGroup
-	mu       sync.Mutex
-	live     map[*nodeConn]struct{} // established connections, for the prober
-	active   atomic.Int64           // connections being served
-	accepted atomic.Uint64          // connections established, ever
-	// handshakes counts the connections whose cm handshake is under way.
-	handshakes sync.WaitGroup
-	rejected   atomic.Uint64 // requests refused or failed, ever
-}
-
-// nodeInfo is the node's JSON announcement.
-type nodeInfo struct {
-	Device   string       `json:"device"`
-	CM       string       `json:"cm"`
-	Metrics  string       `json:"metrics,omitempty"`
-	Access   string       `json:"access"`
-	Recv     int          `json:"recv"`
-	RecvSize int          `json:"recv_size"`
-	Echo     bool         `json:"echo"`
-	Regions  []nodeRegion `json:"regions"`
-}
-
-// nodeRegion is a region's descriptor in the JSON announcement.
-type nodeRegion struct {
-	Addr uint64 `json:"addr"`
-	Len  uint64 `json:"len"`
-	RKey uint32 `json:"rkey"`
-}
-
-func runNode(ctx context.Context, w io.Writer, f *nodeFlags) (err error) {
+// runNode serves a memory node until ctx ends (SIGINT, SIGTERM).
+func runNode(ctx context.Context, w io.Writer, f *nodeFlags) error {
 	cfg, err := f.config()
 	if err != nil {
 		return err
 	}
-	n := &node{cfg: cfg, live: map[*nodeConn]struct{}{}}
-	if n.dev, err = verbs.Open(cfg.uri); err != nil {
-		return err
+	cfg.Logger = slog.Default()
+	srv, err := memnode.Start(ctx, cfg)
+	if err != nil {
+		return flagError(err)
 	}
-	n.log = slog.Default().With("device", n.dev.Address())
-	defer func() {
-		if cerr := n.dev.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	if n.pd, err = n.dev.AllocPD(); err != nil {
-		return err
-	}
-	size := cfg.mem / int64(cfg.mrs)
-	for range cfg.mrs {
-		mr, err := n.pd.AllocMR(int(size), cfg.mrAccess)
-		if err != nil {
-			return fmt.Errorf("register %s: %w", formatBytes(size), err)
-		}
-		n.mrs = append(n.mrs, mr)
-		n.descs = append(n.descs, cm.DescOf(mr))
-	}
-	n.private = cm.EncodeDescs(n.descs)
-
-	var metricsURL string
-	var msrv *http.Server
-	var mdone chan struct{}
-	if cfg.metrics != "" {
-		mln, err := net.Listen("tcp", cfg.metrics)
-		if err != nil {
-			return fmt.Errorf("--metrics: %w", err)
-		}
-		metricsURL = "http://" + mln.Addr().String() + "/metrics"
-		msrv = &http.Server{Handler: n.metricsHandler(), ReadHeaderTimeout: 5 * time.Second}
-		mdone = make(chan struct{})
-		go func() {
-			defer close(mdone)
-			if err := msrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				n.log.Error("metrics server", "err", err)
-			}
-		}()
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			if err := msrv.Shutdown(sctx); err != nil {
-				msrv.Close()
-			}
-			<-mdone
-		}()
-	}
-
-	lc := cm.ListenConfig{Logger: slog.Default()}
-	if n.ln, err = lc.Listen(ctx, n.dev, cfg.cm); err != nil {
-		return err
-	}
-	defer n.ln.Close()
-
-	n.announce(w, metricsURL)
-	n.log.Info("node serving", "cm", n.ln.Addr(), "metrics", metricsURL, "regions", len(n.descs))
-
-	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	if cfg.probe > 0 {
-		n.conns.Add(1)
-		go func() {
-			defer n.conns.Done()
-			n.prober(connCtx)
-		}()
-	}
-	for {
-		req, err := n.ln.Accept(ctx)
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, cm.ErrClosed) {
-				break
-			}
-			n.log.Warn("cm accept", "err", err)
-			continue
-		}
-		if cfg.token != "" && subtle.ConstantTimeCompare(req.PrivateData(), []byte(cfg.token)) != 1 {
-			n.rejected.Add(1)
-			n.log.Warn("connection refused: bad token", "peer", req.PeerAddress(), "from", req.SideChannelAddr())
-			req.Reject("bad token")
-			continue
-		}
-		n.conns.Add(1)
-		n.active.Add(1)
-		n.handshakes.Add(1)
-		go func() {
-			defer n.conns.Done()
-			defer n.active.Add(-1)
-			n.serveConn(connCtx, req)
-		}()
-	}
-
-	// Graceful shutdown: stop accepting, let the handshakes under way
-	// finish (closing the listener would cut them, though their clients
-	// may already hold their ends), end the connections, close the device
-	// (deferred).
-	n.log.Info("node shutting down", "connections", n.active.Load())
-	n.handshakes.Wait()
-	n.ln.Close()
-	cancel()
-	n.conns.Wait()
-	fmt.Fprintf(w, "rdmakit node: stopped after %d connections\n", n.accepted.Load())
-	return nil
-}
-
-// track adds an established connection to the prober's set, or removes
-// it.
-func (n *node) track(c *nodeConn, add bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if add {
-		n.live[c] = struct{}{}
-	} else {
-		delete(n.live, c)
-	}
-}
-
-// prober sends every established connection's client a liveness probe
-// each --probe interval, until ctx ends.
-func (n *node) prober(ctx context.Context) {
-	t := time.NewTicker(n.cfg.probe)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		// Holding mu, no connection can be released under the probe.
-		n.mu.Lock()
-		for c := range n.live {
-			c.probe()
-		}
-		n.mu.Unlock()
-	}
+	announce(w, srv.Info(), f.mrs)
+	<-ctx.Done()
+	err = srv.Close()
+	fmt.Fprintf(w, "rdmakit node: stopped after %d connections\n", srv.Stats().Accepted)
+	return err
 }
 
 // announce prints the node's addresses and regions, for people and, as
-// one JSON line, for programs.
-func (n *node) announce(w io.Writer, metricsURL string) {
-	c := n.cfg
+// one JSON line (memnode.ReadInfo), for programs.
+func announce(w io.Writer, info memnode.Info, mrs int) {
 	fmt.Fprintf(w, "rdmakit node\n")
-	fmt.Fprintf(w, "  device   %s\n", n.dev.Address())
-	fmt.Fprintf(w, "  cm       %s\n", n.ln.Addr())
-	if metricsURL != "" {
-		fmt.Fprintf(w, "  metrics  %s\n", metricsURL)
+	fmt.Fprintf(w, "  device   %s\n", info.Device)
+	fmt.Fprintf(w, "  cm       %s\n", info.CM)
+	if info.Metrics != "" {
+		fmt.Fprintf(w, "  metrics  %s\n", info.Metrics)
 	} else {
 		fmt.Fprintf(w, "  metrics  off\n")
 	}
 	plural := "s"
-	if c.mrs == 1 {
+	if mrs == 1 {
 		plural = ""
 	}
-	fmt.Fprintf(w, "  memory   %s in %d region%s, access %s\n", formatBytes(c.mem), c.mrs, plural, c.access)
+	fmt.Fprintf(w, "  memory   %s in %d region%s, access %s\n", formatBytes(info.Memory), mrs, plural, info.Access)
 	echo := "off"
-	if c.echo {
+	if info.Echo {
 		echo = "on"
 	}
-	fmt.Fprintf(w, "  receives %d of %s per connection, echo %s\n", c.recv, formatBytes(int64(c.recvSize)), echo)
-	for i, d := range n.descs {
-		fmt.Fprintf(w, "  region %d %v\n", i, d)
+	fmt.Fprintf(w, "  receives %d of %s per connection, echo %s\n", info.Recv, formatBytes(int64(info.RecvSize)), echo)
+	if info.Token {
+		fmt.Fprintf(w, "  token    required\n")
 	}
-	info := nodeInfo{Device: n.dev.Address(), CM: n.ln.Addr(), Metrics: metricsURL, Access: c.access,
-		Recv: c.recv, RecvSize: c.recvSize, Echo: c.echo, Regions: []nodeRegion{}}
-	for _, d := range n.descs {
-		info.Regions = append(info.Regions, nodeRegion{Addr: d.Addr, Len: d.Len, RKey: d.RKey})
+	for i, r := range info.Regions {
+		fmt.Fprintf(w, "  region %d %v\n", i, r.Desc())
 	}
 	b, _ := json.Marshal(info)
 	fmt.Fprintf(w, "%s\n", b)

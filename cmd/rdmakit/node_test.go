@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -20,6 +18,7 @@ import (
 	"time"
 
 	"github.com/rdmakit/rdmakit/cm"
+	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -51,46 +50,36 @@ func (l *lockedBuffer) String() string {
 
 // runningNode is an rdmakit node started in this process.
 type runningNode struct {
-	info   nodeInfo
+	info   memnode.Info
 	stdout *lockedBuffer
 	stderr *lockedBuffer
 	cancel context.CancelFunc
 	code   chan int
 }
 
-// readAnnouncement copies r to out and returns the node's JSON line.
-func readAnnouncement(t *testing.T, r io.Reader, out io.Writer) nodeInfo {
+// readAnnouncement copies r to out and returns the node's Info.
+func readAnnouncement(t *testing.T, r io.Reader, out io.Writer) memnode.Info {
 	t.Helper()
-	lines := make(chan string, 1)
+	type result struct {
+		info memnode.Info
+		err  error
+	}
+	res := make(chan result, 1)
 	go func() {
-		sc := bufio.NewScanner(r)
-		sent := false
-		for sc.Scan() {
-			out.Write(append(sc.Bytes(), '\n'))
-			if !sent && strings.HasPrefix(sc.Text(), "{") {
-				lines <- sc.Text()
-				sent = true
-			}
-		}
-		io.Copy(io.Discard, r)
-		if !sent {
-			close(lines)
-		}
+		info, err := memnode.ReadInfo(r, out)
+		res <- result{info, err}
+		io.Copy(out, r)
 	}()
 	select {
-	case l, ok := <-lines:
-		if !ok {
-			t.Fatal("the node ended without announcing itself")
+	case r := <-res:
+		if r.err != nil {
+			t.Fatal(r.err)
 		}
-		var info nodeInfo
-		if err := json.Unmarshal([]byte(l), &info); err != nil {
-			t.Fatalf("announcement %q: %v", l, err)
-		}
-		return info
+		return r.info
 	case <-time.After(5 * time.Second):
 		t.Fatal("no announcement from the node")
 	}
-	return nodeInfo{}
+	return memnode.Info{}
 }
 
 // startNode runs rdmakit node with args on free ports.

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmakit/rdmakit/bench/perf"
+	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -28,7 +29,7 @@ type perfFlags struct {
 	batch    int
 	poll     string
 	connect  string
-	token    string
+	token    tokenFlags
 }
 
 func newPerfCmd() *cobra.Command {
@@ -60,7 +61,7 @@ Bandwidth (--test bw) keeps --window operations outstanding, posted in lists of
 	fl := cmd.Flags()
 	fl.StringVar(&f.uri, "uri", "", "devices: CLIENT,SERVER URIs or a base such as loop://FABRIC (nodes /client and /server); default a fresh loop fabric. With --connect: the client device, default tcp://127.0.0.1:0")
 	fl.StringVar(&f.connect, "connect", "", "measure against the server (rdmakit node) whose cm side channel listens at HOST:PORT")
-	fl.StringVar(&f.token, "token", "", "with --connect: the node's auth token (device token= and cm private data)")
+	f.token.add(fl, "with --connect: the node's auth token (device token= and cm private data)")
 	fl.StringVar(&f.op, "op", "all", "operation: read, write, send, cas, faa, a comma-separated list or all")
 	fl.StringVar(&f.test, "test", "both", "test: lat, bw or both")
 	fl.IntVar(&f.size, "size", 0, "a single message size in bytes (overrides --sizes)")
@@ -159,8 +160,8 @@ func runPerf(cmd *cobra.Command, f *perfFlags) error {
 // connected to the remote server.
 func openPerfPair(ctx context.Context, f *perfFlags, cfg perf.Config) (*perf.Pair, error) {
 	if f.connect == "" {
-		if f.token != "" {
-			return nil, errors.New("--token needs --connect")
+		if f.token.token != "" || f.token.file != "" {
+			return nil, errors.New("--token and --token-file need --connect")
 		}
 		client, server, err := perfURIs(f.uri)
 		if err != nil {
@@ -177,14 +178,14 @@ func openPerfPair(ctx context.Context, f *perfFlags, cfg perf.Config) (*perf.Pai
 	if strings.Contains(uri, ",") {
 		return nil, fmt.Errorf("--uri %q: with --connect, give only the client device", uri)
 	}
-	var err error
-	if cfg.Client, err = withQuery(uri, "token", f.token); err != nil {
+	token, err := f.token.value()
+	if err != nil {
 		return nil, err
 	}
-	var private []byte
-	if f.token != "" {
-		private = []byte(f.token)
+	if cfg.Client, err = withQuery(uri, "token", token); err != nil {
+		return nil, err
 	}
+	private := memnode.Hello{Token: token}.Marshal()
 	slog.Debug("connecting", "client", cfg.Client, "cm", f.connect)
 	return perf.Dial(ctx, cfg, f.connect, private)
 }

@@ -1,0 +1,148 @@
+package stores_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/rdmakit/rdmakit/cm"
+	"github.com/rdmakit/rdmakit/internal/stallproxy"
+	"github.com/rdmakit/rdmakit/kv/stores"
+	"github.com/rdmakit/rdmakit/memnode"
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// TestServiceFreesDepartedClients serves a RACE node on memnode and
+// connects and disconnects Smart-HT and RACE clients: the server tracks
+// no client once they are gone, and a client of another layout or
+// without the token is refused.
+func TestServiceFreesDepartedClients(t *testing.T) {
+	ctx := context.Background()
+	srv, err := memnode.Start(ctx, memnode.Config{Device: "loop://stores-service/node", CM: "127.0.0.1:0", Token: "t",
+		Probe: 2 * time.Millisecond, NewService: stores.Service("smart-ht", 1000, 64), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if srv.Info().Service != "race" {
+		t.Errorf("service %q, want race", srv.Info().Service)
+	}
+	dial := func(i int, hello memnode.Hello) (verbs.Device, *cm.Conn, verbs.CQ, verbs.PD, error) {
+		dev, err := verbs.Open(fmt.Sprintf("loop://stores-service/c%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pd, _ := dev.AllocPD()
+		cq, _ := dev.CreateCQ(4096)
+		conn, err := cm.Dial(ctx, dev, srv.Info().CM, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap,
+			Access: verbs.AccessAll, MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, PrivateData: hello.Marshal()})
+		if err != nil {
+			dev.Close()
+		}
+		return dev, conn, cq, pd, err
+	}
+	// RACE hands each client a chunk of the node's memory that a departed
+	// client does not return: 40 clients fit.
+	const cycles = 40
+	for i := range cycles {
+		design := []string{"race", "smart-ht"}[i%2]
+		dev, conn, cq, pd, err := dial(i, memnode.Hello{Service: design, Token: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := stores.NewClient(ctx, design, pd, conn.QP(), cq, stores.ClientOptions{})
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		if err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		c.Close()
+		conn.Close()
+		dev.Close()
+	}
+	for deadline := time.Now().Add(10 * time.Second); srv.Stats().Clients > 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: departed clients still tracked", srv.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := srv.Stats(); st.Accepted != cycles || st.Departed != cycles {
+		t.Errorf("stats %+v, want %d accepted and departed", st, cycles)
+	}
+	for i, hello := range []memnode.Hello{{Service: "pilaf", Token: "t"}, {Service: "race"}, {Service: "race", Token: "x"}} {
+		_, _, _, _, err := dial(1000+i, hello)
+		if !errors.Is(err, cm.ErrRejected) {
+			t.Errorf("%+v: %v, want refused", hello, err)
+		}
+	}
+}
+
+// TestCheckDesign names the designs.
+func TestCheckDesign(t *testing.T) {
+	if err := stores.CheckDesign("nonsense"); !errors.Is(err, verbs.ErrInvalidArg) || err.Error() != `verbs: invalid argument: no store design "nonsense" (want one of [pilaf prism-kv race smart-ht])` {
+		t.Errorf("%v", err)
+	}
+	for _, d := range stores.Designs {
+		if err := stores.CheckDesign(d); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestServiceFreesFailedHandshakes: clients whose handshake never
+// completes leave nothing behind (the CQ made for each was once kept).
+func TestServiceFreesFailedHandshakes(t *testing.T) {
+	ctx := context.Background()
+	srv, err := memnode.Start(ctx, memnode.Config{Device: "loop://stores-stall/node", CM: "127.0.0.1:0", HandshakeTimeout: 20 * time.Millisecond,
+		NewService: stores.Service("prism-kv", 1000, 64), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	p, err := stallproxy.Start(srv.Info().CM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dev, err := verbs.Open("loop://stores-stall/client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	pd, _ := dev.AllocPD()
+	cq, _ := dev.CreateCQ(16)
+	h0 := heapAlloc()
+	const n = 200
+	for range n {
+		conn, err := cm.Dial(ctx, dev, p.Addr(), cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, PrivateData: memnode.Hello{Service: "prism-kv"}.Marshal()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+	}
+	for deadline := time.Now().Add(10 * time.Second); srv.Stats().Rejected < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: the stalled handshakes did not time out", srv.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := srv.Stats(); st.Clients != 0 || st.Handshakes != 0 || st.Accepted != 0 {
+		t.Errorf("stats %+v", st)
+	}
+	if h := heapAlloc(); h > h0+16<<20 {
+		t.Errorf("heap %d MiB after %d failed handshakes, %d MiB before", h>>20, n, h0>>20)
+	}
+}
+
+// heapAlloc returns the live heap after a collection.
+func heapAlloc() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
