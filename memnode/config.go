@@ -19,6 +19,7 @@ const (
 	DefaultRecvSize        = 4 << 10
 	DefaultProbe           = 5 * time.Second
 	DefaultShutdownTimeout = 500 * time.Millisecond
+	DefaultMaxClients      = 1024
 	// MaxRecvSize bounds Config.RecvSize.
 	MaxRecvSize = 1 << 30
 )
@@ -50,6 +51,13 @@ type Config struct {
 	// before it closes the device under them (default
 	// DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
+	// MaxClients caps the clients served at once and the connection
+	// exchanges under way (default DefaultMaxClients): a request beyond
+	// it is refused ("node full"), so a flood of dialers cannot make the
+	// node allocate a QP, CQ and receive buffers each. On a tcp:// device
+	// without its own maxconns= it also sets maxconns= to MaxClients plus
+	// one per client for the reverse direction, bounding raw connections.
+	MaxClients int
 	// Logger receives the server's logs (default slog.Default()).
 	Logger *slog.Logger
 
@@ -127,6 +135,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Access == 0 {
 		c.Access = remoteAccess
 	}
+	def(&c.MaxClients, DefaultMaxClients)
 	def(&c.Regions, 1)
 	def(&c.Recv, DefaultRecv)
 	def(&c.RecvSize, DefaultRecvSize)
@@ -135,6 +144,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, &ConfigError{"Token", "(hidden)", "must not contain a NUL byte"}
 	case c.HandshakeTimeout < 0:
 		return c, &ConfigError{"HandshakeTimeout", c.HandshakeTimeout, "must not be negative"}
+	case c.MaxClients < 0:
+		return c, &ConfigError{"MaxClients", c.MaxClients, "want at least 1"}
 	case c.ShutdownTimeout < 0:
 		return c, &ConfigError{"ShutdownTimeout", c.ShutdownTimeout, "must not be negative"}
 	case c.NewService != nil:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,7 +67,7 @@ func Start(ctx context.Context, cfg Config) (_ *Server, err error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, clients: map[*client]struct{}{}}
-	uri, err := withToken(cfg.Device, cfg.Token)
+	uri, err := deviceURI(cfg.Device, cfg.Token, cfg.MaxClients)
 	if err != nil {
 		return nil, err
 	}
@@ -145,18 +146,28 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	return s.Close()
 }
 
-// withToken returns uri with the query parameter token set (uri
-// unchanged without a token).
-func withToken(uri, token string) (string, error) {
-	if token == "" {
-		return uri, nil
-	}
+// deviceURI returns uri with the query parameter token set (when there
+// is a token) and, on a tcp:// device that sets none, maxconns= for
+// maxClients clients: each may hold a connection to the device and the
+// device one to it.
+func deviceURI(uri, token string, maxClients int) (string, error) {
 	u, err := url.Parse(uri)
 	if err != nil {
 		return "", &ConfigError{"Device", uri, err.Error()}
 	}
 	q := u.Query()
-	q.Set("token", token)
+	changed := false
+	if token != "" {
+		q.Set("token", token)
+		changed = true
+	}
+	if u.Scheme == "tcp" && !q.Has("maxconns") {
+		q.Set("maxconns", strconv.Itoa(2*maxClients+16))
+		changed = true
+	}
+	if !changed {
+		return uri, nil
+	}
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
@@ -262,6 +273,10 @@ func (s *Server) serveClient(req *cm.Request) {
 // told why.
 func (s *Server) handshake(req *cm.Request) (*client, error) {
 	h := parseHello(req.PrivateData(), s.svc.Name() != "")
+	if !s.admitOne() {
+		req.Reject(fmt.Sprintf("node full: %d clients", s.cfg.MaxClients))
+		return nil, fmt.Errorf("node full: %d clients", s.cfg.MaxClients)
+	}
 	if !tokenOK(h.Token, s.cfg.Token) {
 		req.Reject("bad token")
 		return nil, errors.New("bad token")
@@ -285,6 +300,16 @@ func (s *Server) handshake(req *cm.Request) (*client, error) {
 	}
 	return &client{conn: conn, sess: sess,
 		probeWR: []verbs.SendWR{{ID: probeID, Opcode: verbs.OpRead, Flags: verbs.FlagSignaled}}}, nil
+}
+
+// admitOne reports whether one more client fits: the clients served
+// plus the exchanges under way (this one among them) are at most
+// cfg.MaxClients.
+func (s *Server) admitOne() bool {
+	s.mu.Lock()
+	n := len(s.clients)
+	s.mu.Unlock()
+	return n+int(s.handshakes.Load()) <= s.cfg.MaxClients
 }
 
 // track adds an established client to the server's set (false when the

@@ -3,6 +3,7 @@ package memnode_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -208,4 +209,52 @@ func TestFailedSessionIsFreed(t *testing.T) {
 		t.Fatal("a 128-byte SEND into 64-byte receives succeeded")
 	}
 	waitFor(t, "the failed client to be freed", func() bool { return s.Stats().Clients == 0 })
+}
+
+// TestMaxClients fills a server to its MaxClients: one more client is
+// refused ("node full") and holds nothing; once a client leaves, a new
+// one is admitted.
+func TestMaxClients(t *testing.T) {
+	fabric := loopURI(t, "node")
+	peer := func(i int) string { return strings.TrimSuffix(fabric, "node") + fmt.Sprintf("client%d", i) }
+	s := start(t, memnode.Config{Device: fabric, Memory: 64 << 10, MaxClients: 3, Probe: 2 * time.Millisecond, Recv: 4})
+	var cs []*client
+	for i := range 3 {
+		c, err := dial(t, peer(i), s.Info().CM, nil)
+		if err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		cs = append(cs, c)
+	}
+	_, err := dial(t, peer(3), s.Info().CM, nil)
+	if err == nil || !strings.Contains(err.Error(), "node full") {
+		t.Fatalf("fourth client: %v, want node full", err)
+	}
+	waitFor(t, "3 clients and 1 refusal", func() bool { st := s.Stats(); return st.Clients == 3 && st.Rejected == 1 && st.Handshakes == 0 })
+	cs[0].close()
+	waitFor(t, "the first client to be found gone", func() bool { return s.Stats().Clients == 2 })
+	c, err := dial(t, peer(4), s.Info().CM, nil)
+	if err != nil {
+		t.Fatalf("a client after one left: %v", err)
+	}
+	if st := c.do(t, verbs.OpWrite, 8); st != verbs.StatusSuccess {
+		t.Fatalf("WRITE %v", st)
+	}
+}
+
+// TestMaxClientsSetsMaxConns: a tcp device gets maxconns= from
+// MaxClients unless its URI sets one.
+func TestMaxClientsSetsMaxConns(t *testing.T) {
+	for _, tc := range []struct{ uri, want string }{
+		{"tcp://127.0.0.1:0", "maxconns=26"},
+		{"tcp://127.0.0.1:0?maxconns=7", "maxconns=7"},
+	} {
+		got, err := memnode.DeviceURI(tc.uri, "", 5)
+		if err != nil || !strings.Contains(got, tc.want) {
+			t.Errorf("DeviceURI(%q) = %q, %v; want %s", tc.uri, got, err, tc.want)
+		}
+	}
+	if got, _ := memnode.DeviceURI("loop://f/n", "", 5); got != "loop://f/n" {
+		t.Errorf("a loop URI became %q", got)
+	}
 }

@@ -45,6 +45,7 @@ func newKVServeCmd() *cobra.Command {
 	var keys int64
 	var value int
 	var probe time.Duration
+	var maxConns int
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve a key-value store node until interrupted",
@@ -65,12 +66,15 @@ only in the node's memory: a restart loses it.`,
 			if err != nil {
 				return err
 			}
+			if maxConns <= 0 {
+				return fmt.Errorf("--max-conns %d: want at least 1", maxConns)
+			}
 			if probe < 0 {
 				return fmt.Errorf("--probe %v: must not be negative", probe)
 			} else if probe == 0 {
 				probe = -1 // disabled
 			}
-			srv, err := memnode.Start(ctx, memnode.Config{Device: device, CM: listen, Token: tok, Probe: probe,
+			srv, err := memnode.Start(ctx, memnode.Config{Device: device, CM: listen, Token: tok, Probe: probe, MaxClients: maxConns,
 				NewService: stores.Service(store, keys, value), Logger: slog.Default()})
 			if err != nil {
 				return err
@@ -88,6 +92,7 @@ only in the node's memory: a restart loses it.`,
 	fl.Int64Var(&keys, "keys", 1000000, "keys the node is sized for")
 	fl.IntVar(&value, "value", 64, "typical value bytes (sizes the node's item memory)")
 	fl.DurationVar(&probe, "probe", memnode.DefaultProbe, "how often each client is checked (a 0-byte READ); a gone client's QP, CQ and goroutine are freed. 0 disables")
+	fl.IntVar(&maxConns, "max-conns", memnode.DefaultMaxClients, "clients served at once; more are refused (\"node full\"). A tcp device also gets maxconns= for them unless --device sets it")
 	token.add(fl, "auth token clients must present (also passed to the device as token=)")
 	return cmd
 }

@@ -29,6 +29,7 @@ type nodeFlags struct {
 	recvSize string
 	echo     bool
 	probe    time.Duration
+	maxConns int
 }
 
 func newNodeCmd() *cobra.Command {
@@ -63,6 +64,7 @@ or $RDMAKIT_TOKEN. The node is the memnode library's server.`,
 	fl.IntVar(&f.recv, "recv", memnode.DefaultRecv, "receives kept posted per connection for SEND and WRITE_WITH_IMM")
 	fl.StringVar(&f.recvSize, "recv-size", "4KiB", "bytes per receive: the largest SEND the node accepts")
 	fl.BoolVar(&f.echo, "echo", false, "send every received message back on its connection (SEND latency tests)")
+	fl.IntVar(&f.maxConns, "max-conns", memnode.DefaultMaxClients, "clients served at once; more are refused (\"node full\"). A tcp device also gets maxconns= for them unless --uri sets it")
 	fl.DurationVar(&f.probe, "probe", memnode.DefaultProbe, "how often each connection's client is checked (a 0-byte READ); a gone client's connection is freed. 0 disables")
 	return cmd
 }
@@ -70,11 +72,11 @@ or $RDMAKIT_TOKEN. The node is the memnode library's server.`,
 // nodeFlagNames maps memnode.Config fields to the flags that set them,
 // for error messages.
 var nodeFlagNames = map[string]string{"Device": "--uri", "Memory": "--mem", "Regions": "--mrs", "Access": "--access",
-	"Token": "--token", "Recv": "--recv", "RecvSize": "--recv-size", "Probe": "--probe"}
+	"Token": "--token", "Recv": "--recv", "RecvSize": "--recv-size", "Probe": "--probe", "MaxClients": "--max-conns"}
 
 // config turns the flags into a memnode.Config.
 func (f *nodeFlags) config() (memnode.Config, error) {
-	c := memnode.Config{Device: f.uri, CM: f.cm, Metrics: f.metrics, Regions: f.mrs, Recv: f.recv, Echo: f.echo, Probe: f.probe}
+	c := memnode.Config{Device: f.uri, CM: f.cm, Metrics: f.metrics, Regions: f.mrs, Recv: f.recv, Echo: f.echo, Probe: f.probe, MaxClients: f.maxConns}
 	switch {
 	case f.probe < 0:
 		return c, fmt.Errorf("--probe %v: must not be negative", f.probe)
@@ -82,6 +84,8 @@ func (f *nodeFlags) config() (memnode.Config, error) {
 		c.Probe = -1 // disabled
 	case f.mrs <= 0:
 		return c, fmt.Errorf("--mrs %d: want at least 1", f.mrs)
+	case f.maxConns <= 0:
+		return c, fmt.Errorf("--max-conns %d: want at least 1", f.maxConns)
 	case f.recv <= 0:
 		return c, fmt.Errorf("--recv %d: want at least 1", f.recv)
 	}

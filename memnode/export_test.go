@@ -1,0 +1,4 @@
+package memnode
+
+// DeviceURI is deviceURI, for tests.
+var DeviceURI = deviceURI
