@@ -80,6 +80,11 @@ func Start(target string) (*Proxy, error) {
 						c.Write(buf[:n])
 					}
 					if err != nil {
+						// The listener ended the exchange (its handshake
+						// timed out, perhaps before it replied): the
+						// dialer sees its connection end, as without
+						// the proxy, instead of waiting for ever.
+						c.Close()
 						io.Copy(io.Discard, s)
 						p.mu.Lock()
 						p.open--
