@@ -70,7 +70,9 @@ func TestForeignRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	binary.LittleEndian.PutUint64(mr.Bytes(), 7)
-	sg := func(off int) []verbs.SGE { return []verbs.SGE{{Addr: local.Addr() + uint64(off), Length: 8, LKey: local.LKey()}} }
+	sg := func(off int) []verbs.SGE {
+		return []verbs.SGE{{Addr: local.Addr() + uint64(off), Length: 8, LKey: local.LKey()}}
+	}
 	cas := verbs.SendWR{ID: tag.ID(1), Opcode: verbs.OpAtomicCmpAndSwp, Flags: verbs.FlagSignaled, SGL: sg(0),
 		RemoteAddr: mr.Addr(), RKey: mr.RKey()}
 	cas.Atomic.Compare[0], cas.Atomic.Swap[0] = 99, 1 // fails: not an error
