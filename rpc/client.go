@@ -30,18 +30,16 @@ type ClientConfig struct {
 	// included) inline; it must not exceed the QP's MaxInlineData. 0
 	// posts them from the client's registered buffers.
 	Inline int
-	// Foreign receives, on the client's poller goroutine, the successful
-	// completions of requests the caller posts on the same QP itself
-	// (one-sided READs, say), whose wr_id must have bit 63 (ForeignID)
-	// set, and their StatusSkipped completions (a CONDITIONAL request
-	// that did not run). Any other error completion fails the
-	// connection, and with it every call and foreign request in flight.
-	Foreign func(wc *verbs.WC)
+	// Router routes the completions of the client's CQ. The client
+	// registers its own handler on it and tags its wr_ids; requests that
+	// others post on the client's QP (a store's one-sided READs, say)
+	// carry tags of their own, and the client's poller (and Progress)
+	// hands their completions to their handlers too. A handler's error
+	// fails the connection, and with it every call and foreign request in
+	// flight; so does any error completion of the client's own requests.
+	// Nil: the client makes a router of its own (Client.Router).
+	Router *verbs.Router
 }
-
-// ForeignID is the wr_id bit of requests the caller posts itself on a
-// client's QP (ClientConfig.Foreign).
-const ForeignID = 1 << 63
 
 func (c *ClientConfig) defaults() {
 	if c.MaxMessage <= 0 {
@@ -80,6 +78,9 @@ type Client struct {
 	closed  atomic.Bool
 	cancel  context.CancelFunc
 	done    chan struct{}
+	router  *verbs.Router
+	tag     verbs.Tag      // the client's own wr_ids carry it
+	recvs   []verbs.RecvWR // receive i, reposted as it completes
 	err     error
 	errOnce sync.Once
 	sent    atomic.Uint64 // SENDs posted: every 16th is signaled, to free send-queue slots
@@ -121,15 +122,24 @@ func NewClient(pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg ClientConfig) (*Client
 		sgl: make([]verbs.SGE, n),
 		ctr: make([]uint32, n), wordSGL: make([]verbs.SGE, n), wordBase: 3 * n * size}
 	c.comb.Post, c.comb.Fail = c.post, c.failBatch
-	recvs := make([]verbs.RecvWR, 2*n)
-	for i := range recvs {
-		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{c.recvSGE(i)}}
+	c.router = cfg.Router
+	if c.router == nil {
+		c.router = new(verbs.Router)
+	}
+	if c.tag, err = c.router.Register(c.complete); err != nil {
+		mr.Deregister()
+		return nil, fmt.Errorf("rpc: %w", err)
+	}
+	c.recvs = make([]verbs.RecvWR, 2*n)
+	for i := range c.recvs {
+		c.recvs[i] = verbs.RecvWR{ID: c.tag.ID(uint64(i)), SGL: []verbs.SGE{c.recvSGE(i)}}
 	}
 	for i := 0; i < n; i++ {
 		c.free <- i
 		c.calls[i].done = make(chan struct{}, 1)
 	}
-	if err := qp.PostRecv(recvs); err != nil {
+	if err := qp.PostRecv(c.recvs); err != nil {
+		c.router.Unregister(c.tag)
 		mr.Deregister()
 		return nil, err
 	}
@@ -222,7 +232,7 @@ func (c *Client) Call(ctx context.Context, method uint16, req, resp []byte) (int
 	if c.herd && method != MethodHerdOpen {
 		c.submitHerd(slot, Header+len(req), signal)
 	} else {
-		c.submit(verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpSend, Flags: signal, SGL: c.sgl[slot : slot+1]})
+		c.submit(verbs.SendWR{ID: c.tag.ID(uint64(slot)), Opcode: verbs.OpSend, Flags: signal, SGL: c.sgl[slot : slot+1]})
 	}
 	select {
 	case <-cl.done:
@@ -264,8 +274,8 @@ func (c *Client) submitHerd(slot, ln int, signal verbs.SendFlags) {
 	word := c.mr.Bytes()[c.wordBase+8*slot : c.wordBase+8*slot+8]
 	binary.LittleEndian.PutUint64(word, uint64(c.ctr[slot])<<32|uint64(ln))
 	dst := c.raddr + uint64(slot*c.stride)
-	msg := verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpWrite, SGL: c.sgl[slot : slot+1], RemoteAddr: dst, RKey: c.rkey}
-	end := verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpWrite, Flags: signal, SGL: c.wordSGL[slot : slot+1],
+	msg := verbs.SendWR{ID: c.tag.ID(uint64(slot)), Opcode: verbs.OpWrite, SGL: c.sgl[slot : slot+1], RemoteAddr: dst, RKey: c.rkey}
+	end := verbs.SendWR{ID: msg.ID, Opcode: verbs.OpWrite, Flags: signal, SGL: c.wordSGL[slot : slot+1],
 		RemoteAddr: dst + uint64(c.stride-8), RKey: c.rkey}
 	if ln <= c.cfg.Inline {
 		msg.Flags |= verbs.FlagInline
@@ -293,7 +303,7 @@ func (c *Client) submit(wrs ...verbs.SendWR) { c.comb.Submit(wrs...) }
 func (c *Client) failBatch(batch []verbs.SendWR, err error) {
 	c.mu.Lock()
 	for i := range batch {
-		cl := &c.calls[batch[i].ID]
+		cl := &c.calls[batch[i].ID&verbs.LowMask]
 		cl.err = err
 		select {
 		case cl.done <- struct{}{}:
@@ -303,46 +313,47 @@ func (c *Client) failBatch(batch []verbs.SendWR, err error) {
 	c.mu.Unlock()
 }
 
-// poll receives responses and hands them to their calls.
+// poll receives completions and routes them: responses to their calls,
+// foreign completions to their handlers.
 func (c *Client) poll(ctx context.Context) {
 	defer close(c.done)
 	wc := make([]verbs.WC, 64)
-	one := make([]verbs.RecvWR, 1)
 	for {
 		k, err := verbs.PollWait(ctx, c.cq, wc, c.cfg.Poll)
+		if err == nil {
+			_, err = c.router.Dispatch(wc[:k])
+		}
 		if err != nil {
 			c.fail(err)
 			return
-		}
-		for i := 0; i < k; i++ {
-			if err := c.handle(&wc[i], one); err != nil {
-				c.fail(err)
-				return
-			}
 		}
 	}
 }
 
 // Progress polls the client's CQ once on the caller's goroutine and
-// handles what it finds as the poller would, returning how many
+// routes what it finds as the poller would, returning how many
 // completions it handled. A caller waiting for its own completion can
 // spin on it instead of waiting for the poller to wake it.
 func (c *Client) Progress() int {
 	var wc [16]verbs.WC
-	var one [1]verbs.RecvWR
 	k, err := c.cq.Poll(wc[:])
 	if err != nil {
 		c.fail(err)
 		return 0
 	}
-	for i := 0; i < k; i++ {
-		if err := c.handle(&wc[i], one[:]); err != nil {
-			c.fail(err)
-			return i
-		}
+	n, err := c.router.Dispatch(wc[:k])
+	if err != nil {
+		c.fail(err)
+		return n - 1
 	}
-	return k
+	return n
 }
+
+// Router is the router of the client's completions (ClientConfig.Router
+// or the client's own): register on it to post requests of your own on
+// the client's QP and have the client's poller deliver their
+// completions.
+func (c *Client) Router() *verbs.Router { return c.router }
 
 // fail records the connection's first error and stops the poller.
 func (c *Client) fail(err error) {
@@ -350,27 +361,19 @@ func (c *Client) fail(err error) {
 	c.cancel()
 }
 
-// handle processes one completion; an error fails the connection.
-func (c *Client) handle(w *verbs.WC, one []verbs.RecvWR) error {
-	if w.Status == verbs.StatusSkipped && w.ID&ForeignID != 0 && c.cfg.Foreign != nil {
-		c.cfg.Foreign(w) // a chained request that did not run: not an error
-		return nil
-	}
+// complete handles a completion of the client's own requests (its
+// router handler); an error fails the connection.
+func (c *Client) complete(w *verbs.WC) error {
 	if w.Status != verbs.StatusSuccess {
 		return fmt.Errorf("rpc: client connection: %v: %w", w.Opcode, w.Status.Err())
 	}
-	if w.Opcode != verbs.WCRecv {
-		if w.ID&ForeignID != 0 && c.cfg.Foreign != nil {
-			c.cfg.Foreign(w)
-		}
-		return nil
+	j := int(w.ID & verbs.LowMask)
+	if w.Opcode != verbs.WCRecv || j >= len(c.recvs) {
+		return nil // a signaled request's completion: its slots are free
 	}
 	size := c.cfg.MaxMessage
-	j := int(w.ID)
-	msg := c.mr.Bytes()[j*size : j*size+int(w.ByteLen)]
-	c.deliver(msg)
-	one[0] = verbs.RecvWR{ID: uint64(j), SGL: []verbs.SGE{c.recvSGE(j)}}
-	return c.qp.PostRecv(one)
+	c.deliver(c.mr.Bytes()[j*size : j*size+int(w.ByteLen)])
+	return c.qp.PostRecv(c.recvs[j : j+1])
 }
 
 // deliver matches a response to its call.
@@ -430,6 +433,7 @@ func (c *Client) Close() error {
 	}
 	c.cancel()
 	<-c.done
+	c.router.Unregister(c.tag)
 	c.life.Lock() // no call uses the buffers any more
 	defer c.life.Unlock()
 	return c.mr.Deregister()

@@ -70,7 +70,7 @@ func FuzzDecoders(f *testing.F) {
 		for i := range h.busy {
 			h.busy[i] = false
 		}
-		sends, _, err := h.scan(s, nil)
+		sends, _, err := h.scan(s, nil, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

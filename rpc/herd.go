@@ -88,14 +88,11 @@ func (h *herdRegion) close() {
 	h.resp.Deregister()
 }
 
-// herdTag marks the wr_id of a SEND answering a HERD request.
-const herdTag = 2 << 32
-
 // scan takes every new request of the region, handles it and appends its
-// answer to sends, returning how many it took (server-side batching: the
-// caller posts them all as one list). It fails with verbs.ErrClosed once
+// answer to sends, tagged with tag, returning how many it took
+// (server-side batching: the caller posts them all as one list). It fails with verbs.ErrClosed once
 // the regions are gone (the device was closed under the server).
-func (h *herdRegion) scan(s *Server, sends []verbs.SendWR) ([]verbs.SendWR, int, error) {
+func (h *herdRegion) scan(s *Server, sends []verbs.SendWR, tag verbs.Tag) ([]verbs.SendWR, int, error) {
 	buf, out := h.req.Bytes(), h.resp.Bytes()
 	if len(buf) < h.slots*h.stride || len(out) < h.slots*h.size {
 		return sends, 0, fmt.Errorf("rpc: HERD request region: %w", verbs.ErrClosed)
@@ -124,7 +121,7 @@ func (h *herdRegion) scan(s *Server, sends []verbs.SendWR) ([]verbs.SendWR, int,
 		}
 		h.busy[i] = true
 		h.sgl[i] = verbs.SGE{Addr: h.resp.Addr() + uint64(i*h.size), Length: uint32(m), LKey: h.resp.LKey()}
-		sends = append(sends, verbs.SendWR{ID: herdTag | uint64(i), Opcode: verbs.OpSend, Flags: verbs.FlagSignaled, SGL: h.sgl[i : i+1]})
+		sends = append(sends, verbs.SendWR{ID: tag.ID(uint64(i)), Opcode: verbs.OpSend, Flags: verbs.FlagSignaled, SGL: h.sgl[i : i+1]})
 	}
 	return sends, taken, nil
 }

@@ -26,7 +26,7 @@ type conn struct {
 	qp  verbs.QP
 }
 
-func pair(t *testing.T, scheme string) (client, server *conn) {
+func pair(t testing.TB, scheme string) (client, server *conn) {
 	t.Helper()
 	open := func(name string) *conn {
 		uri := fmt.Sprintf("loop://rpc%d/%s", seq.Load(), name)

@@ -88,9 +88,6 @@ func (s *Server) handle(msg, out []byte) int {
 	return Header + n
 }
 
-// sendTag marks the wr_id of a SEND answering a SEND request.
-const sendTag = 1 << 32
-
 // open answers a client's MethodHerdOpen call into out (header
 // included): on success *herd holds the new request region.
 func (s *Server) open(pd verbs.PD, first bool, herd **herdRegion, method uint16, id uint32, req, out []byte) int {
@@ -122,39 +119,16 @@ func (s *Server) open(pd verbs.PD, first bool, herd **herdRegion, method uint16,
 // and wait for it to return) before closing the device. Serve returns when
 // ctx ends (nil) or the connection fails.
 func (s *Server) Serve(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) error {
-	n, size := s.cfg.Recvs, s.cfg.MaxMessage
-	mr, err := pd.AllocMR(2*n*size, verbs.AccessLocalWrite)
+	c, err := s.newConn(ctx, pd, qp)
 	if err != nil {
 		return err
 	}
-	defer mr.Deregister()
-	buf := mr.Bytes()
-	recvSGE := func(i int) verbs.SGE {
-		return verbs.SGE{Addr: mr.Addr() + uint64(i*size), Length: uint32(size), LKey: mr.LKey()}
-	}
-	recvs := make([]verbs.RecvWR, n)
-	for i := range recvs {
-		recvs[i] = verbs.RecvWR{ID: uint64(i), SGL: []verbs.SGE{recvSGE(i)}}
-	}
-	if err := qp.PostRecv(recvs); err != nil {
-		return err
-	}
-	// Response i answers the request in receive i; receive i is posted
-	// again once response i's SEND has completed.
-	sends := make([]verbs.SendWR, 0, n)
-	sgl := make([]verbs.SGE, n)
-	one := make([]verbs.RecvWR, 1)
+	defer c.close()
 	wc := make([]verbs.WC, 64)
-	var herd *herdRegion // once the client opened HERD requests
-	defer func() {
-		if herd != nil {
-			herd.close()
-		}
-	}()
 	var idle idler
 	for {
 		var k int
-		if herd == nil {
+		if c.herd == nil {
 			k, err = verbs.PollWait(ctx, cq, wc, s.cfg.Poll)
 		} else {
 			k, err = cq.Poll(wc)
@@ -165,52 +139,16 @@ func (s *Server) Serve(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.C
 			}
 			return err
 		}
-		sends = sends[:0]
-		for i := 0; i < k; i++ {
-			w := &wc[i]
-			if w.Status != verbs.StatusSuccess {
-				if w.Status == verbs.StatusWRFlushErr && ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("rpc: server connection: %v: %w", w.Opcode, w.Status.Err())
+		c.sends = c.sends[:0]
+		if _, err := c.router.Dispatch(wc[:k]); err != nil {
+			if errors.Is(err, errStopped) {
+				return nil
 			}
-			if w.ID&herdTag != 0 {
-				herd.busy[w.ID&^herdTag] = false
-				continue
-			}
-			if w.ID&sendTag != 0 {
-				slot := int(w.ID &^ sendTag)
-				one[0] = verbs.RecvWR{ID: uint64(slot), SGL: []verbs.SGE{recvSGE(slot)}}
-				if err := qp.PostRecv(one); err != nil {
-					return err
-				}
-				continue
-			}
-			if w.Opcode != verbs.WCRecv {
-				continue
-			}
-			slot := int(w.ID)
-			req := buf[slot*size : slot*size+int(w.ByteLen)]
-			out := buf[(n+slot)*size : (n+slot+1)*size]
-			var m int
-			if method, _, id, ok := parseHeader(req); ok && method == MethodHerdOpen {
-				m = s.open(pd, herd == nil, &herd, method, id, req[Header:], out)
-			} else {
-				m = s.handle(req, out)
-			}
-			if m == 0 { // malformed: drop it, keep the receive
-				one[0] = verbs.RecvWR{ID: uint64(slot), SGL: []verbs.SGE{recvSGE(slot)}}
-				if err := qp.PostRecv(one); err != nil {
-					return err
-				}
-				continue
-			}
-			sgl[slot] = verbs.SGE{Addr: mr.Addr() + uint64((n+slot)*size), Length: uint32(m), LKey: mr.LKey()}
-			sends = append(sends, verbs.SendWR{ID: sendTag | uint64(slot), Opcode: verbs.OpSend, Flags: verbs.FlagSignaled, SGL: sgl[slot : slot+1]})
+			return err
 		}
-		if herd != nil {
+		if c.herd != nil {
 			var taken int
-			sends, taken, err = herd.scan(s, sends)
+			c.sends, taken, err = c.herd.scan(s, c.sends, c.herdTag)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -225,8 +163,8 @@ func (s *Server) Serve(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.C
 				idle.reset()
 			}
 		}
-		if len(sends) > 0 {
-			if err := qp.PostSend(sends); err != nil {
+		if len(c.sends) > 0 {
+			if err := qp.PostSend(c.sends); err != nil {
 				if errors.Is(err, verbs.ErrInvalidState) && ctx.Err() != nil {
 					return nil
 				}

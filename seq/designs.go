@@ -31,6 +31,15 @@ type FAA struct {
 	reqs  chan *faaReq
 	stop  chan struct{}
 	done  chan struct{}
+
+	// Completions are routed (so that others may post on the QP with
+	// tags of their own); the driver goroutine dispatches them and owns
+	// the slots' state.
+	router      verbs.Router
+	tag         verbs.Tag
+	inflight    []faaRef // per slot: the call it serves
+	free        []int    // free slots
+	outstanding int
 }
 
 // faaReq is a call's requests: len(firsts) FETCH_AND_ADDs of n (one for
@@ -60,10 +69,23 @@ func NewFAA(qp verbs.QP, cq verbs.CQ, buf verbs.MR, addr uint64, rkey uint32, sl
 		return nil, fmt.Errorf("%w: %d slots need %d bytes of buffer", verbs.ErrInvalidArg, slots, 8*slots)
 	}
 	f := &FAA{qp: qp, cq: cq, buf: buf, addr: addr, rkey: rkey, poll: poll, slots: slots,
-		reqs: make(chan *faaReq, 4*slots), stop: make(chan struct{}), done: make(chan struct{})}
+		reqs: make(chan *faaReq, 4*slots), stop: make(chan struct{}), done: make(chan struct{}),
+		inflight: make([]faaRef, slots), free: make([]int, 0, slots)}
+	var err error
+	if f.tag, err = f.router.Register(f.complete); err != nil {
+		return nil, fmt.Errorf("seq: %w", err)
+	}
+	for i := slots - 1; i >= 0; i-- {
+		f.free = append(f.free, i)
+	}
 	go f.drive()
 	return f, nil
 }
+
+// Router is the router of the completions of the sequencer's CQ, which
+// its driver goroutine dispatches: register on it to post requests of
+// your own on the sequencer's QP.
+func (f *FAA) Router() *verbs.Router { return &f.router }
 
 // Next implements Sequencer with one FETCH_AND_ADD of n.
 func (f *FAA) Next(ctx context.Context, n int) (uint64, error) {
@@ -115,23 +137,18 @@ var ErrClosed = errors.New("seq: closed")
 // drive posts waiting requests as lists and completes them.
 func (f *FAA) drive() {
 	defer close(f.done)
-	inflight := make([]faaRef, f.slots)
-	var free []int
-	for i := f.slots - 1; i >= 0; i-- {
-		free = append(free, i)
-	}
 	wrs := make([]verbs.SendWR, 0, f.slots)
 	sgl := make([]verbs.SGE, f.slots)
 	wc := make([]verbs.WC, f.slots)
-	outstanding, idle := 0, 0
+	idle := 0
 	var next *faaReq // a call whose requests are not all posted yet
 	fail := func(err error) {
-		for i, ref := range inflight {
+		for i, ref := range f.inflight {
 			if ref.r != nil && ref.r.left > 0 {
 				ref.r.left = 0
 				ref.r.out <- faaResult{err: err}
 			}
-			inflight[i] = faaRef{}
+			f.inflight[i] = faaRef{}
 		}
 		if next != nil && next.left > 0 { // some of its requests never went out
 			next.left = 0
@@ -141,9 +158,9 @@ func (f *FAA) drive() {
 	for {
 		// Gather what waits (block only when nothing is in flight).
 		wrs = wrs[:0]
-		for len(free) > 0 {
+		for len(f.free) > 0 {
 			if next == nil {
-				if outstanding == 0 && len(wrs) == 0 {
+				if f.outstanding == 0 && len(wrs) == 0 {
 					select {
 					case next = <-f.reqs:
 					case <-f.stop:
@@ -159,11 +176,11 @@ func (f *FAA) drive() {
 					break
 				}
 			}
-			slot := free[len(free)-1]
-			free = free[:len(free)-1]
-			inflight[slot] = faaRef{next, next.posted}
+			slot := f.free[len(f.free)-1]
+			f.free = f.free[:len(f.free)-1]
+			f.inflight[slot] = faaRef{next, next.posted}
 			sgl[slot] = verbs.SGE{Addr: f.buf.Addr() + uint64(8*slot), Length: 8, LKey: f.buf.LKey()}
-			w := verbs.SendWR{ID: uint64(slot), Opcode: verbs.OpAtomicFetchAndAdd, Flags: verbs.FlagSignaled,
+			w := verbs.SendWR{ID: f.tag.ID(uint64(slot)), Opcode: verbs.OpAtomicFetchAndAdd, Flags: verbs.FlagSignaled,
 				SGL: sgl[slot : slot+1], RemoteAddr: f.addr, RKey: f.rkey}
 			w.Atomic.Swap[0] = next.n
 			wrs = append(wrs, w)
@@ -177,7 +194,7 @@ func (f *FAA) drive() {
 				fail(err)
 				return
 			}
-			outstanding += len(wrs)
+			f.outstanding += len(wrs)
 		}
 		// Completions: poll; when nothing moves for a while, park.
 		n, err := f.cq.Poll(wc)
@@ -197,24 +214,12 @@ func (f *FAA) drive() {
 		if n > 0 {
 			idle = 0
 		}
-		for i := 0; i < n; i++ {
-			slot := int(wc[i].ID)
-			ref := inflight[slot]
-			inflight[slot] = faaRef{}
-			free = append(free, slot)
-			outstanding--
-			r := ref.r
-			if wc[i].Status != verbs.StatusSuccess {
-				if r.err == nil {
-					r.err = wc[i].Status.Err()
-				}
-			} else {
-				r.firsts[ref.i] = binary.NativeEndian.Uint64(f.buf.Bytes()[8*slot:])
+		for rest := wc[:n]; len(rest) > 0; {
+			k, err := f.router.Dispatch(rest)
+			if err == nil {
+				break
 			}
-			r.left--
-			if r.left == 0 {
-				r.out <- faaResult{err: r.err}
-			}
+			rest = rest[k:] // another user's handler failed: route the rest
 		}
 		if err != nil {
 			fail(err)
@@ -227,6 +232,34 @@ func (f *FAA) drive() {
 		default:
 		}
 	}
+}
+
+// complete takes the completion of a slot's FETCH_AND_ADD (the router
+// handler, on the driver goroutine): it stores the old value as the
+// block's first number and answers the call once all its requests are
+// done.
+func (f *FAA) complete(wc *verbs.WC) error {
+	slot := int(wc.ID & verbs.LowMask)
+	if slot >= len(f.inflight) || f.inflight[slot].r == nil {
+		return nil // not in flight (failed already): nothing to answer
+	}
+	ref := f.inflight[slot]
+	f.inflight[slot] = faaRef{}
+	f.free = append(f.free, slot)
+	f.outstanding--
+	r := ref.r
+	if wc.Status != verbs.StatusSuccess {
+		if r.err == nil {
+			r.err = wc.Status.Err()
+		}
+	} else {
+		r.firsts[ref.i] = binary.NativeEndian.Uint64(f.buf.Bytes()[8*slot:])
+	}
+	r.left--
+	if r.left == 0 {
+		r.out <- faaResult{err: r.err}
+	}
+	return nil
 }
 
 // Server methods of the RPC sequencer.

@@ -29,16 +29,20 @@ func NewHeaderOnlyServer(start uint64) *HeaderOnlyServer { return &HeaderOnlySer
 // recvs receives posted, until ctx ends. Any number of connections may be
 // served at once; they share the counter.
 func (s *HeaderOnlyServer) Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ, recvs int, poll verbs.PollPolicy) error {
+	c := &headerOnlyConn{s: s, answers: make([]verbs.SendWR, 0, 64)}
+	var router verbs.Router
+	var err error
+	if c.tag, err = router.Register(c.complete); err != nil {
+		return err
+	}
 	r := make([]verbs.RecvWR, recvs)
 	for i := range r {
-		r[i] = verbs.RecvWR{ID: uint64(i)}
+		r[i] = verbs.RecvWR{ID: c.tag.ID(uint64(i))}
 	}
 	if err := qp.PostRecv(r); err != nil {
 		return err
 	}
 	wc := make([]verbs.WC, 64)
-	answers := make([]verbs.SendWR, 0, 64)
-	sent := 0
 	for {
 		n, err := verbs.PollWait(ctx, cq, wc, poll)
 		if err != nil {
@@ -47,47 +51,62 @@ func (s *HeaderOnlyServer) Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ, 
 			}
 			return err
 		}
-		answers = answers[:0]
-		reposts := 0
-		for i := 0; i < n; i++ {
-			w := &wc[i]
-			if w.Status != verbs.StatusSuccess {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("seq: header-only server: %w", w.Status.Err())
+		c.answers, c.reposts = c.answers[:0], 0
+		if _, err := router.Dispatch(wc[:n]); err != nil {
+			if ctx.Err() != nil {
+				return nil
 			}
-			if w.Opcode != verbs.WCRecv {
-				continue
-			}
-			reposts++
-			s.mu.Lock()
-			hi := uint32(s.counter >> 32)
-			a := verbs.SendWR{Opcode: verbs.OpSendWithImm}
-			if w.Flags&verbs.WCWithImm == 0 || w.Imm != hi {
-				a.Imm, a.Flags = hi, verbs.FlagSolicited // wrong guess: here are the high bits
-			} else {
-				a.Imm = uint32(s.counter)
-				s.counter++
-			}
-			s.mu.Unlock()
-			sent++
-			if sent%16 == 0 {
-				a.Flags |= verbs.FlagSignaled // selective signaling frees send-queue slots
-			}
-			answers = append(answers, a)
+			return err
 		}
-		if reposts > 0 {
-			if err := qp.PostRecv(r[:reposts]); err != nil {
+		if c.reposts > 0 {
+			if err := qp.PostRecv(r[:c.reposts]); err != nil {
 				return err
 			}
 		}
-		if len(answers) > 0 {
-			if err := qp.PostSend(answers); err != nil {
+		if len(c.answers) > 0 {
+			if err := qp.PostSend(c.answers); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// headerOnlyConn is a connection's state in Serve: the answers to the
+// requests of one poll, posted together.
+type headerOnlyConn struct {
+	s       *HeaderOnlyServer
+	tag     verbs.Tag
+	answers []verbs.SendWR
+	reposts int // receives consumed
+	sent    int
+}
+
+// complete answers a request (the router handler); an error completion
+// ends Serve.
+func (c *headerOnlyConn) complete(w *verbs.WC) error {
+	if w.Status != verbs.StatusSuccess {
+		return fmt.Errorf("seq: header-only server: %w", w.Status.Err())
+	}
+	if w.Opcode != verbs.WCRecv {
+		return nil
+	}
+	c.reposts++
+	c.s.mu.Lock()
+	hi := uint32(c.s.counter >> 32)
+	a := verbs.SendWR{ID: c.tag.ID(0), Opcode: verbs.OpSendWithImm}
+	if w.Flags&verbs.WCWithImm == 0 || w.Imm != hi {
+		a.Imm, a.Flags = hi, verbs.FlagSolicited // wrong guess: here are the high bits
+	} else {
+		a.Imm = uint32(c.s.counter)
+		c.s.counter++
+	}
+	c.s.mu.Unlock()
+	c.sent++
+	if c.sent%16 == 0 {
+		a.Flags |= verbs.FlagSignaled // selective signaling frees send-queue slots
+	}
+	c.answers = append(c.answers, a)
+	return nil
 }
 
 // HeaderOnly is the client of the header-only design; one number per
@@ -104,19 +123,25 @@ type HeaderOnly struct {
 	sent    int
 	stop    context.CancelFunc
 	done    chan struct{}
+	router  verbs.Router
+	tag     verbs.Tag      // the client's wr_ids carry it
+	recvs   []verbs.RecvWR // receive i, reposted as it completes
 }
 
 // NewHeaderOnly starts a client on qp (completions on cq) with recvs
 // receives posted for answers.
 func NewHeaderOnly(qp verbs.QP, cq verbs.CQ, recvs int, poll verbs.PollPolicy) (*HeaderOnly, error) {
-	r := make([]verbs.RecvWR, recvs)
-	for i := range r {
-		r[i] = verbs.RecvWR{ID: uint64(i)}
+	h := &HeaderOnly{qp: qp, cq: cq, poll: poll, done: make(chan struct{}), recvs: make([]verbs.RecvWR, recvs)}
+	var err error
+	if h.tag, err = h.router.Register(h.complete); err != nil {
+		return nil, fmt.Errorf("seq: %w", err)
 	}
-	if err := qp.PostRecv(r); err != nil {
+	for i := range h.recvs {
+		h.recvs[i] = verbs.RecvWR{ID: h.tag.ID(uint64(i))}
+	}
+	if err := qp.PostRecv(h.recvs); err != nil {
 		return nil, err
 	}
-	h := &HeaderOnly{qp: qp, cq: cq, poll: poll, done: make(chan struct{})}
 	var ctx context.Context
 	ctx, h.stop = context.WithCancel(context.Background())
 	go h.run(ctx)
@@ -135,7 +160,7 @@ func (h *HeaderOnly) Next(ctx context.Context, n int) (uint64, error) {
 		done := make(chan verbs.WC, 1)
 		h.mu.Lock()
 		guess := h.guess
-		w := []verbs.SendWR{{Opcode: verbs.OpSendWithImm, Imm: guess}}
+		w := []verbs.SendWR{{ID: h.tag.ID(0), Opcode: verbs.OpSendWithImm, Imm: guess}}
 		h.sent++
 		if h.sent%16 == 0 {
 			w[0].Flags |= verbs.FlagSignaled
@@ -174,36 +199,45 @@ func (h *HeaderOnly) Close() error {
 	return nil
 }
 
-// run takes answers and hands them to the waiters in order, reposting the
-// receives.
+// Router is the router of the completions of the client's CQ, which its
+// poller dispatches: register on it to post requests of your own on the
+// client's QP.
+func (h *HeaderOnly) Router() *verbs.Router { return &h.router }
+
+// run polls the client's CQ and routes the completions; the client's own
+// go to complete.
 func (h *HeaderOnly) run(ctx context.Context) {
 	defer close(h.done)
 	wc := make([]verbs.WC, 64)
-	recv := [1]verbs.RecvWR{}
 	for {
 		n, err := verbs.PollWait(ctx, h.cq, wc, h.poll)
+		if err == nil {
+			_, err = h.router.Dispatch(wc[:n])
+		}
 		if err != nil {
 			return
 		}
-		for i := 0; i < n; i++ {
-			w := wc[i]
-			if w.Opcode != verbs.WCRecv {
-				if w.Status == verbs.StatusSuccess {
-					continue // a signaled request's completion
-				}
-			} else {
-				recv[0] = verbs.RecvWR{ID: w.ID}
-				if err := h.qp.PostRecv(recv[:]); err != nil {
-					return
-				}
-			}
-			h.mu.Lock()
-			if len(h.waiters) > 0 {
-				c := h.waiters[0]
-				h.waiters = h.waiters[1:]
-				c <- w
-			}
-			h.mu.Unlock()
+	}
+}
+
+// complete hands an answer (or a request's error) to the oldest waiter,
+// reposting the receive (the router handler, on the poller goroutine).
+func (h *HeaderOnly) complete(w *verbs.WC) error {
+	if w.Opcode != verbs.WCRecv {
+		if w.Status == verbs.StatusSuccess {
+			return nil // a signaled request's completion
+		}
+	} else if j := int(w.ID & verbs.LowMask); j < len(h.recvs) {
+		if err := h.qp.PostRecv(h.recvs[j : j+1]); err != nil {
+			return err
 		}
 	}
+	h.mu.Lock()
+	if len(h.waiters) > 0 {
+		c := h.waiters[0]
+		h.waiters = h.waiters[1:]
+		c <- *w
+	}
+	h.mu.Unlock()
+	return nil
 }

@@ -37,7 +37,7 @@ type end struct {
 	mr  verbs.MR
 }
 
-func connected(t *testing.T) (client, server *end) {
+func connected(t testing.TB) (client, server *end) {
 	t.Helper()
 	f := fab.Add(1)
 	open := func(name string) *end {

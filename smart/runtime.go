@@ -85,6 +85,13 @@ type Config struct {
 	// yields once, then posts everything pending. Only with PerWorker
 	// sharing (a QP of its own per worker and node).
 	Gather bool
+	// Router routes the completions of the workers' CQs. The runtime
+	// registers its tasks' handler on it and tags their wr_ids; requests
+	// that others post on the workers' QPs carry tags of their own, and
+	// the workers' pollers hand their completions to their handlers (an
+	// error a handler returns is dropped: a poller has no connection to
+	// fail). Nil: the runtime makes its own (Runtime.Router).
+	Router *verbs.Router
 }
 
 // Runtime runs tasks on workers over a set of remote nodes.
@@ -97,6 +104,8 @@ type Runtime struct {
 	wg      sync.WaitGroup
 	tasks   sync.Map // task id → *Task
 	nextID  atomic.Uint32
+	router  *verbs.Router
+	tag     verbs.Tag // the tasks' wr_ids carry it
 }
 
 // New builds the workers, their CQs and QPs, and starts their pollers.
@@ -117,7 +126,14 @@ func New(ctx context.Context, c Config) (*Runtime, error) {
 		c.Poll = verbs.PollAdaptive
 	}
 	c.Backoff.defaults()
-	r := &Runtime{cfg: c}
+	r := &Runtime{cfg: c, router: c.Router}
+	if r.router == nil {
+		r.router = new(verbs.Router)
+	}
+	var err error
+	if r.tag, err = r.router.Register(r.complete); err != nil {
+		return nil, fmt.Errorf("smart: %w", err)
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	for i := 0; i < c.Workers; i++ {
 		cq, err := c.Device.CreateCQ(c.CQDepth)
@@ -177,10 +193,16 @@ func New(ctx context.Context, c Config) (*Runtime, error) {
 // Workers returns the runtime's workers.
 func (r *Runtime) Workers() []*Worker { return r.workers }
 
+// Router is the router of the workers' completions (Config.Router or the
+// runtime's own): register on it to post requests of your own on the
+// workers' QPs and have the workers' pollers deliver their completions.
+func (r *Runtime) Router() *verbs.Router { return r.router }
+
 // Close stops the pollers. Tasks still waiting fail with ErrClosed.
 func (r *Runtime) Close() {
 	r.cancel()
 	r.wg.Wait()
+	r.router.Unregister(r.tag)
 	for _, w := range r.workers {
 		w.mu.Lock()
 		w.closed = true
@@ -379,8 +401,12 @@ func (w *Worker) poll() {
 				return
 			}
 		}
-		for i := 0; i < n; i++ {
-			w.rt.dispatch(&w.wc[i])
+		for rest := w.wc[:n]; len(rest) > 0; {
+			k, err := w.rt.router.Dispatch(rest)
+			if err == nil {
+				break
+			}
+			rest = rest[k:] // another user's handler failed: route the rest
 		}
 		if now := time.Now(); now.Sub(tick) >= 500*time.Microsecond {
 			tick = now
@@ -389,15 +415,24 @@ func (w *Worker) poll() {
 	}
 }
 
-// wr_id layout: task id (32 bits) | worker (16) | list size (16).
-func wrID(task uint32, worker, size int) uint64 {
-	return uint64(task)<<32 | uint64(worker&0xffff)<<16 | uint64(size&0xffff)
+// wrID is the wr_id of a task's request: the runtime's tag | task id (32
+// bits) | worker (16) | list size (8: at most MaxBatch).
+func (r *Runtime) wrID(task uint32, worker, size int) uint64 {
+	return r.tag.ID(uint64(task)<<24 | uint64(worker&0xffff)<<8 | uint64(size&0xff))
+}
+
+// complete is the runtime's router handler: it dispatches a completion
+// of a task's request.
+func (r *Runtime) complete(wc *verbs.WC) error {
+	r.dispatch(wc)
+	return nil
 }
 
 // dispatch returns a completion's credits to the posting worker and wakes
 // its task.
 func (r *Runtime) dispatch(wc *verbs.WC) {
-	worker, size := int(wc.ID>>16&0xffff), int(wc.ID&0xffff)
+	low := wc.ID & verbs.LowMask
+	worker, size, task := int(low>>8&0xffff), int(low&0xff), uint32(low>>24)
 	if worker < len(r.workers) {
 		w := r.workers[worker]
 		w.mu.Lock()
@@ -406,7 +441,7 @@ func (r *Runtime) dispatch(wc *verbs.WC) {
 		w.room.Broadcast()
 		w.mu.Unlock()
 	}
-	if v, ok := r.tasks.Load(uint32(wc.ID >> 32)); ok {
+	if v, ok := r.tasks.Load(task); ok {
 		v.(*Task).finish(*wc)
 	}
 }

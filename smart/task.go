@@ -60,11 +60,11 @@ func (t *Task) DoContext(ctx context.Context, node int, wrs []verbs.SendWR) (ver
 		return verbs.WC{}, fmt.Errorf("%w: node %d", verbs.ErrInvalidArg, node)
 	}
 	for i := range wrs {
-		wrs[i].ID = wrID(t.id, t.w.id, 0)
+		wrs[i].ID = t.w.rt.wrID(t.id, t.w.id, 0)
 		wrs[i].Flags &^= verbs.FlagSignaled
 	}
 	last := &wrs[len(wrs)-1]
-	last.ID = wrID(t.id, t.w.id, len(wrs))
+	last.ID = t.w.rt.wrID(t.id, t.w.id, len(wrs))
 	last.Flags |= verbs.FlagSignaled
 	if err := t.w.acquire(ctx, len(wrs)); err != nil {
 		return verbs.WC{}, err

@@ -17,6 +17,11 @@
 // StatusRNRRetryExcErr; unsignaled work requests complete silently but
 // errors always complete.
 //
+// Users that share a CQ (an rpc client and a store's one-sided requests,
+// a smart worker and whoever posts on its QPs) share a Router: each
+// registers a handler and puts the Tag it gets in the high bits of its
+// wr_ids; the poller hands every completion it polls to Router.Dispatch.
+//
 // Providers (transports) register themselves with Register; a program
 // imports the transport it wants for its side effect:
 //

@@ -54,13 +54,11 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 		cfg.Slots = 16
 	}
 	c := &Client{}
-	var ops *remote.Ops
-	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: maxMessage, Slots: cfg.Slots, Poll: cfg.Poll,
-		Foreign: func(wc *verbs.WC) { ops.Complete(wc) }})
+	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: maxMessage, Slots: cfg.Slots, Poll: cfg.Poll})
 	if err != nil {
 		return nil, fmt.Errorf("pilaf: %w", err)
 	}
-	ops, err = remote.New(pd, qp, cfg.Slots, slotSize, rc)
+	ops, err := remote.New(pd, qp, cfg.Slots, slotSize, rc)
 	if err != nil {
 		rc.Close()
 		return nil, fmt.Errorf("pilaf: %w", err)

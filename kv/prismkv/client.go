@@ -99,13 +99,11 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 		cfg.ReturnBatch = 32
 	}
 	c := &Client{cfg: cfg, cache: newSlotCache(cfg.CacheKeys), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	var ops *remote.Ops
-	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll,
-		Foreign: func(wc *verbs.WC) { ops.Complete(wc) }})
+	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll})
 	if err != nil {
 		return nil, fmt.Errorf("prismkv: %w", err)
 	}
-	ops, err = remote.New(pd, qp, cfg.Slots, opBuf, rc)
+	ops, err := remote.New(pd, qp, cfg.Slots, opBuf, rc)
 	if err != nil {
 		rc.Close()
 		return nil, fmt.Errorf("prismkv: %w", err)

@@ -123,13 +123,11 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 		}
 		c.rpc, c.ops = rc, ops
 	} else {
-		var ops *remote.Ops
-		rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll,
-			Foreign: func(wc *verbs.WC) { ops.Complete(wc) }})
+		rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll})
 		if err != nil {
 			return nil, fmt.Errorf("race: %w", err)
 		}
-		ops, err = remote.New(pd, qp, cfg.Slots+1, opBuf, rc)
+		ops, err := remote.New(pd, qp, cfg.Slots+1, opBuf, rc)
 		if err != nil {
 			rc.Close()
 			return nil, fmt.Errorf("race: %w", err)

@@ -1,7 +1,7 @@
 // Package remote runs a store client's one-sided requests on the QP of
 // its rpc.Client: each request list gets a slot (a registered buffer and
-// a wr_id), and its completion, delivered by the rpc client's poller
-// through Complete, wakes the caller.
+// a wr_id tagged for the rpc client's completion router), and its
+// completion, routed by the rpc client's poller, wakes the caller.
 package remote
 
 import (
@@ -28,6 +28,8 @@ type Ops struct {
 	done     <-chan struct{}
 	cause    func() error
 	progress func() int
+	router   *verbs.Router
+	tag      verbs.Tag // the slots' wr_ids carry it
 	trips    atomic.Uint64
 
 	// Lists are posted by combining (verbs.Combiner, yielding once):
@@ -42,6 +44,9 @@ type Ops struct {
 // Conn is what Ops needs of the connection's completion side: an
 // rpc.Client.
 type Conn interface {
+	// Router routes the completions of the connection's CQ; its poller
+	// fails the connection when a handler returns an error.
+	Router() *verbs.Router
 	// Done closes when the connection is gone; Err then says why.
 	Done() <-chan struct{}
 	Err() error
@@ -50,26 +55,42 @@ type Conn interface {
 }
 
 // New registers slots buffers of size bytes in pd for requests on qp,
-// whose completions conn delivers (through Complete).
+// whose completions conn routes (registering on conn's router).
 func New(pd verbs.PD, qp verbs.QP, slots, size int, conn Conn) (*Ops, error) {
 	mr, err := pd.AllocMR(slots*size, verbs.AccessLocalWrite)
 	if err != nil {
 		return nil, err
 	}
 	o := &Ops{qp: qp, mr: mr, size: size, free: make(chan int, slots), slots: make([]chan verbs.WC, slots),
-		done: conn.Done(), cause: conn.Err, progress: conn.Progress}
+		done: conn.Done(), cause: conn.Err, progress: conn.Progress, router: conn.Router()}
 	o.comb = verbs.Combiner{Post: o.postAll, Fail: o.failBatch, Yield: true}
 	for i := range o.slots {
 		o.slots[i] = make(chan verbs.WC, 1)
 		o.free <- i
 	}
+	if o.tag, err = o.router.Register(o.complete); err != nil {
+		mr.Deregister()
+		return nil, fmt.Errorf("remote: %w", err)
+	}
 	return o, nil
 }
 
-// Complete takes a completion of a request posted through Post (the
-// rpc.ClientConfig.Foreign hook).
-func (o *Ops) Complete(wc *verbs.WC) {
-	i := int(wc.ID &^ rpc.ForeignID)
+// complete takes a completion of a slot's list (the router handler). A
+// successful one, or a CONDITIONAL request that did not run
+// (StatusSkipped: not an error), wakes the slot's caller; any other error
+// fails the connection, and with it every list in flight, as the QP is in
+// ERROR now.
+func (o *Ops) complete(wc *verbs.WC) error {
+	if wc.Status != verbs.StatusSuccess && wc.Status != verbs.StatusSkipped {
+		return fmt.Errorf("remote: connection: %v: %w", wc.Opcode, wc.Status.Err())
+	}
+	o.deliver(wc)
+	return nil
+}
+
+// deliver hands a completion to its slot's caller.
+func (o *Ops) deliver(wc *verbs.WC) {
+	i := int(wc.ID & verbs.LowMask)
 	if i < len(o.slots) {
 		select {
 		case o.slots[i] <- *wc:
@@ -117,9 +138,6 @@ type Poster interface {
 
 var _ Poster = (*Ops)(nil)
 
-// ID is the wr_id the slot's requests carry.
-func (s Slot) ID() uint64 { return rpc.ForeignID | uint64(s.i) }
-
 // Acquire takes a free slot, waiting while all are in use.
 func (o *Ops) Acquire(ctx context.Context) (Slot, error) {
 	select {
@@ -150,8 +168,9 @@ func (o *Ops) gone() error {
 // ends first, the slot is released only once the completion arrives, and
 // Do returns ctx's error: the caller must not use the slot any more.
 func (o *Ops) Do(ctx context.Context, s Slot, wrs []verbs.SendWR) (verbs.WC, error) {
+	id := o.tag.ID(uint64(s.i))
 	for i := range wrs {
-		wrs[i].ID = s.ID()
+		wrs[i].ID = id
 	}
 	o.trips.Add(1)
 	if err := o.post(wrs); err != nil {
@@ -206,12 +225,16 @@ func (o *Ops) failBatch(batch []verbs.SendWR, err error) {
 	}
 	o.pmu.Unlock()
 	for i := range batch {
-		o.Complete(&verbs.WC{ID: batch[i].ID, Status: verbs.StatusWRFlushErr})
+		o.deliver(&verbs.WC{ID: batch[i].ID, Status: verbs.StatusWRFlushErr})
 	}
 }
 
-// Close deregisters the buffers; call it once the connection is closed.
-func (o *Ops) Close() error { return o.mr.Deregister() }
+// Close leaves the router and deregisters the buffers; call it once the
+// connection is closed.
+func (o *Ops) Close() error {
+	o.router.Unregister(o.tag)
+	return o.mr.Deregister()
+}
 
 // MapErr turns the errors of a store client's RPCs and one-sided
 // requests into kv's: a handler's kv.ErrFull or kv.ErrTooLarge comes back

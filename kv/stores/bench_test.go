@@ -1,0 +1,105 @@
+package stores_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/rdmakit/rdmakit/kv/kvtest"
+	"github.com/rdmakit/rdmakit/kv/race"
+	"github.com/rdmakit/rdmakit/kv/stores"
+	"github.com/rdmakit/rdmakit/smart"
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// BenchmarkStore measures GET and PUT of every design on loop: one
+// caller at a time and several sharing the client.
+func BenchmarkStore(b *testing.B) {
+	for _, design := range stores.Designs {
+		b.Run(design, func(b *testing.B) {
+			c := benchClient(b, design)
+			ctx := context.Background()
+			keys := make([][]byte, 256)
+			val := make([]byte, 64)
+			for i := range keys {
+				keys[i] = []byte(fmt.Sprintf("key-%04d", i))
+				if err := c.Put(ctx, keys[i], val); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Run("get", func(b *testing.B) {
+				buf := make([]byte, 0, 128)
+				for i := 0; i < b.N; i++ {
+					if _, err := c.Get(ctx, keys[i%len(keys)], buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("put", func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					if err := c.Put(ctx, keys[i%len(keys)], val); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("get-parallel", func(b *testing.B) {
+				b.SetParallelism(4)
+				b.RunParallel(func(pb *testing.PB) {
+					buf := make([]byte, 0, 128)
+					for i := 0; pb.Next(); i++ {
+						if _, err := c.Get(ctx, keys[i%len(keys)], buf); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		})
+	}
+}
+
+// benchClient starts a node of design on a loop bed and returns a client
+// to it (Smart-HT's on a two-worker smart runtime).
+func benchClient(b *testing.B, design string) stores.Client {
+	bed := kvtest.NewBed(b, "loop")
+	srv, err := stores.NewServer(design, bed.NodePD, 4096, 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { srv.Close() })
+	var o stores.ClientOptions
+	if design == "smart-ht" {
+		ncq, err := bed.Node.CreateCQ(1024)
+		if err != nil {
+			b.Fatal(err)
+		}
+		connect := func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
+			qp, err := bed.PD.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 512}})
+			if err != nil {
+				return nil, err
+			}
+			nqp, err := bed.NodePD.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: ncq, RecvCQ: ncq})
+			if err != nil {
+				return nil, err
+			}
+			if err := verbs.ConnectRC(nqp, verbs.AccessAll, bed.Dev.Address(), qp.QPN()); err != nil {
+				return nil, err
+			}
+			return qp, verbs.ConnectRC(qp, verbs.AccessAll, bed.Node.Address(), nqp.QPN())
+		}
+		rt, err := smart.New(context.Background(), smart.Config{Device: bed.Dev, PD: bed.PD, Nodes: []smart.ConnectFunc{connect},
+			Workers: 2, Throttle: true, Tuner: smart.TunerConfig{Candidates: []int{16, 64}, Delta: time.Millisecond},
+			Backoff: smart.BackoffConfig{Tasks: 4096}, Gather: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(rt.Close)
+		o.Runtime, o.Cache = rt, race.NewSlotCache(0)
+	}
+	cs := kvtest.Clients(b, bed, 1, stores.QPCap.MaxSendWR, stores.QPCap.MaxRecvWR, srv.Serve,
+		func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (stores.Client, error) {
+			return stores.NewClient(ctx, design, pd, qp, cq, o)
+		})
+	return cs[0]
+}

@@ -1,0 +1,135 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// serverConn is one connection's state in Server.Serve. Its completions
+// are routed by kind, each kind a tag of the connection's router: the
+// request receives, the SENDs answering them, and the SENDs answering
+// HERD requests.
+type serverConn struct {
+	s    *Server
+	ctx  context.Context
+	pd   verbs.PD
+	qp   verbs.QP
+	mr   verbs.MR // n receive buffers, then n response buffers
+	n    int
+	size int
+	// Response i answers the request in receive i; receive i is posted
+	// again (recvs[i]) once response i's SEND has completed.
+	recvs []verbs.RecvWR
+	sends []verbs.SendWR // the responses of one poll, posted as one list
+	sgl   []verbs.SGE
+	herd  *herdRegion // once the client opened HERD requests
+
+	router                    verbs.Router
+	recvTag, sendTag, herdTag verbs.Tag
+}
+
+// errStopped: a completion flushed because Serve's context ended.
+var errStopped = errors.New("rpc: serving stopped")
+
+// newConn registers the connection's buffers and posts its receives.
+func (s *Server) newConn(ctx context.Context, pd verbs.PD, qp verbs.QP) (*serverConn, error) {
+	n, size := s.cfg.Recvs, s.cfg.MaxMessage
+	mr, err := pd.AllocMR(2*n*size, verbs.AccessLocalWrite)
+	if err != nil {
+		return nil, err
+	}
+	c := &serverConn{s: s, ctx: ctx, pd: pd, qp: qp, mr: mr, n: n, size: size,
+		recvs: make([]verbs.RecvWR, n), sends: make([]verbs.SendWR, 0, n), sgl: make([]verbs.SGE, n)}
+	for _, r := range []struct {
+		tag *verbs.Tag
+		h   verbs.CompletionHandler
+	}{{&c.recvTag, c.request}, {&c.sendTag, c.answered}, {&c.herdTag, c.herdAnswered}} {
+		if *r.tag, err = c.router.Register(r.h); err != nil {
+			mr.Deregister()
+			return nil, err
+		}
+	}
+	for i := range c.recvs {
+		sge := verbs.SGE{Addr: mr.Addr() + uint64(i*size), Length: uint32(size), LKey: mr.LKey()}
+		c.recvs[i] = verbs.RecvWR{ID: c.recvTag.ID(uint64(i)), SGL: []verbs.SGE{sge}}
+	}
+	if err := qp.PostRecv(c.recvs); err != nil {
+		mr.Deregister()
+		return nil, err
+	}
+	return c, nil
+}
+
+// close releases the connection's buffers.
+func (c *serverConn) close() {
+	if c.herd != nil {
+		c.herd.close()
+	}
+	c.mr.Deregister()
+}
+
+// check turns an error completion into the connection's failure, or into
+// errStopped for a flush after Serve's context ended.
+func (c *serverConn) check(w *verbs.WC) error {
+	if w.Status == verbs.StatusSuccess {
+		return nil
+	}
+	if w.Status == verbs.StatusWRFlushErr && c.ctx.Err() != nil {
+		return errStopped
+	}
+	return fmt.Errorf("rpc: server connection: %v: %w", w.Opcode, w.Status.Err())
+}
+
+// request handles the request in a receive and queues its response.
+func (c *serverConn) request(w *verbs.WC) error {
+	if err := c.check(w); err != nil {
+		return err
+	}
+	slot := int(w.ID & verbs.LowMask)
+	if w.Opcode != verbs.WCRecv || slot >= c.n {
+		return nil
+	}
+	buf := c.mr.Bytes()
+	req := buf[slot*c.size : slot*c.size+int(w.ByteLen)]
+	out := buf[(c.n+slot)*c.size : (c.n+slot+1)*c.size]
+	var m int
+	if method, _, id, ok := parseHeader(req); ok && method == MethodHerdOpen {
+		m = c.s.open(c.pd, c.herd == nil, &c.herd, method, id, req[Header:], out)
+	} else {
+		m = c.s.handle(req, out)
+	}
+	if m == 0 { // malformed: drop it, keep the receive
+		return c.qp.PostRecv(c.recvs[slot : slot+1])
+	}
+	c.sgl[slot] = verbs.SGE{Addr: c.mr.Addr() + uint64((c.n+slot)*c.size), Length: uint32(m), LKey: c.mr.LKey()}
+	c.sends = append(c.sends, verbs.SendWR{ID: c.sendTag.ID(uint64(slot)), Opcode: verbs.OpSend, Flags: verbs.FlagSignaled,
+		SGL: c.sgl[slot : slot+1]})
+	return nil
+}
+
+// answered posts a receive again once the SEND of its response is done.
+func (c *serverConn) answered(w *verbs.WC) error {
+	if err := c.check(w); err != nil {
+		return err
+	}
+	slot := int(w.ID & verbs.LowMask)
+	if slot >= c.n {
+		return nil
+	}
+	return c.qp.PostRecv(c.recvs[slot : slot+1])
+}
+
+// herdAnswered frees a HERD request slot once the SEND of its response is
+// done.
+func (c *serverConn) herdAnswered(w *verbs.WC) error {
+	if err := c.check(w); err != nil {
+		return err
+	}
+	if slot := int(w.ID & verbs.LowMask); c.herd != nil && slot < len(c.herd.busy) {
+		c.herd.busy[slot] = false
+	}
+	return nil
+}
