@@ -186,7 +186,7 @@ func (n *Node) HandleResponse(r *Response) {
 }
 
 func (q *QP) responseLocked(r *Response) {
-	if q.destLink == nil || r.Epoch != q.epoch || q.sq.head >= q.sent() {
+	if r.Kind == RespDrop || q.destLink == nil || r.Epoch != q.epoch || q.sq.head >= q.sent() {
 		return
 	}
 	e := q.sq.front()

@@ -203,7 +203,7 @@ func DecodeResponse(body []byte, r *nic.Response) error {
 		Seq:    binary.LittleEndian.Uint32(body[12:]),
 	}
 	n := binary.LittleEndian.Uint32(body[16:])
-	if r.Kind > nic.RespRNR || !r.Status.Valid() || uint32(len(body)-ResponseHeader) != n {
+	if r.Kind > nic.RespDrop || !r.Status.Valid() || uint32(len(body)-ResponseHeader) != n {
 		return fmt.Errorf("%w: response kind %d status %d data %d/%d", ErrMalformed, r.Kind, r.Status, n, len(body)-ResponseHeader)
 	}
 	r.Data = body[ResponseHeader:]

@@ -29,6 +29,7 @@ type link struct {
 	address string
 	conn    *net.UnixConn // nil for a link to an unreachable device
 	peer    shmem.ProcessID
+	selfID  uint32 // the id the peer device gave this one (WELCOME)
 	rings   *connRings
 	peerSeg *nodeSeg
 	locks   *sharedLocks
@@ -247,13 +248,13 @@ func (l *link) ready() bool {
 }
 
 // Remote implements nic.DirectLink.
-func (l *link) Remote(qpn, rkey uint32, addr, n uint64, need verbs.Access) ([]byte, verbs.Status, bool) {
+func (l *link) Remote(src, qpn, rkey uint32, addr, n uint64, need verbs.Access) ([]byte, verbs.Status, bool) {
 	if l.dead.Load() {
 		return nil, 0, false // Append fails it
 	}
 	w := atomic.LoadUint64(l.peerSeg.qpWord(qpn))
-	if uint32(w>>32) != qpn {
-		return nil, 0, false
+	if uint32(w>>32) != qpn || atomic.LoadUint64(l.peerSeg.qpPeer(qpn)) != packPeer(src, l.selfID) {
+		return nil, 0, false // unknown here, or not connected to src: the device decides
 	}
 	if st := verbs.QPState(uint8(w >> 24)); st != verbs.StateRTR && st != verbs.StateRTS {
 		return nil, verbs.StatusRetryExcErr, true

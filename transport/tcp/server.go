@@ -45,6 +45,9 @@ type conn struct {
 
 // Respond implements nic.Responder.
 func (s *conn) Respond(r *nic.Response) {
+	if r.Kind == nic.RespDrop {
+		return // a request from the wrong peer gets nothing
+	}
 	s.out = appendResponse(s.out, r)
 	if len(s.out) > maxOut {
 		s.flush()
@@ -103,7 +106,7 @@ func (d *device) serve(c net.Conn) {
 	if raw, err := newRawReader(c); err == nil {
 		fr.r = &spinReader{raw: raw, spin: d.opts.spin}
 	} // else: a wrapped connection (tests) is read with blocking reads
-	sess := d.node.NewSession(peer)
+	sess := d.node.NewSession(peer, h.address)
 	defer sess.Close()
 	s := &conn{c: c, out: make([]byte, 0, 64<<10)}
 	var req nic.Request
