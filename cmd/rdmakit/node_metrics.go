@@ -24,6 +24,8 @@ var (
 		"Requests the soft NIC answered with an error status (bad rkey, out of bounds, misaligned atomic, message too long, ...).", nil, nil)
 	descRNR = prometheus.NewDesc("rdmakit_rnr_total",
 		"Requests answered receiver-not-ready: a SEND or WRITE_WITH_IMM found no posted receive.", nil, nil)
+	descWrongPeer = prometheus.NewDesc("rdmakit_wrong_peer_requests_total",
+		"Requests dropped unanswered because they did not come from the connected peer of the QP they named (another tenant's QP, or none).", nil, nil)
 	descOutstanding = prometheus.NewDesc("rdmakit_outstanding_requests",
 		"Send requests posted on the node's own QPs (echoes) and not yet completed.", nil, nil)
 	descQPs = prometheus.NewDesc("rdmakit_connected_qps",
@@ -46,7 +48,7 @@ var (
 type nodeCollector struct{ n *node }
 
 func (c nodeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descOps, descBytes, descErrors, descRNR, descOutstanding, descQPs,
+	for _, d := range []*prometheus.Desc{descOps, descBytes, descErrors, descRNR, descWrongPeer, descOutstanding, descQPs,
 		descPeers, descRefused, descConns, descAccepted, descRejected, descMemory} {
 		ch <- d
 	}
@@ -77,6 +79,7 @@ func (c nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(descBytes, float64(st.Bytes))
 	counter(descErrors, float64(st.Errors))
 	counter(descRNR, float64(st.RNR))
+	counter(descWrongPeer, float64(st.WrongPeer))
 	gauge(descOutstanding, float64(st.Outstanding))
 	gauge(descQPs, float64(st.ConnectedQPs))
 	gauge(descPeers, float64(st.Peers))
