@@ -102,6 +102,7 @@ func Cases() []Case {
 		operandCases(),
 		allocateCases(),
 		faultCases(),
+		isolationCases(),
 	} {
 		cs = append(cs, group...)
 	}
