@@ -253,8 +253,12 @@ func (l *link) Remote(src, qpn, rkey uint32, addr, n uint64, need verbs.Access) 
 		return nil, 0, false // Append fails it
 	}
 	w := atomic.LoadUint64(l.peerSeg.qpWord(qpn))
-	if uint32(w>>32) != qpn || atomic.LoadUint64(l.peerSeg.qpPeer(qpn)) != packPeer(src, l.selfID) {
-		return nil, 0, false // unknown here, or not connected to src: the device decides
+	if uint32(w>>32) != qpn || atomic.LoadUint64(l.peerSeg.qpPeer(qpn)) != packPeer(src, l.selfID) ||
+		atomic.LoadUint64(l.peerSeg.qpWord(qpn)) != w {
+		// Unknown here, not connected to src, or the slot changed while
+		// read (the device writes the peer word, then the QP word): the
+		// device decides.
+		return nil, 0, false
 	}
 	if st := verbs.QPState(uint8(w >> 24)); st != verbs.StateRTR && st != verbs.StateRTS {
 		return nil, verbs.StatusRetryExcErr, true
