@@ -188,3 +188,37 @@ func TestQPNumbersRandom(t *testing.T) {
 		t.Errorf("300 QPs share %d residues mod %d; tables indexed by them collide", len(low), qpnSpread)
 	}
 }
+
+// TestSessionForgetsDepartedRequesters: past maxReqStates, a session
+// drops the state of requesters whose responder QP is gone, so a
+// long-lived link with churning QPs stays bounded too.
+func TestSessionForgetsDepartedRequesters(t *testing.T) {
+	n, _, m := isoNode(t, "test://peer", 1<<20)
+	pd := m.pd // the region's
+	cq, _ := n.CreateCQ(16)
+	s := n.NewSession(1, "test://peer")
+	defer s.Close()
+	var w recorder
+	connected := func(peerQPN uint32) verbs.QP {
+		q, err := pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1}})
+		must(t, err)
+		must(t, verbs.ConnectRC(q, verbs.AccessAll, "test://peer", peerQPN))
+		return q
+	}
+	serve := func(q verbs.QP, src uint32) {
+		w.reset()
+		s.Serve(&Request{SrcQPN: src, DstQPN: q.QPN(), Epoch: 1, Seq: 1, Opcode: verbs.OpRead, RKey: m.RKey(), RemoteAddr: m.Addr(), Length: 8}, &w)
+		if w.last().Status != verbs.StatusSuccess {
+			t.Fatalf("READ from %d: %+v", src, w.last())
+		}
+	}
+	for i := uint32(1); i <= maxReqStates; i++ {
+		q := connected(i)
+		serve(q, i)
+		must(t, q.Destroy())
+	}
+	serve(connected(maxReqStates+1), maxReqStates+1)
+	if len(s.qps) != 1 {
+		t.Errorf("session holds %d requester states, want 1 (the others' QPs are gone)", len(s.qps))
+	}
+}
