@@ -9,7 +9,9 @@ package nic
 // RETRY_EXC_ERR), and counted in Stats.WrongPeer. Every path that finds a
 // responder QP applies the rule: a requester in this process (exec.go),
 // a Session serving a link (serve.go), and the shm transport's direct
-// path, through the QP's published peer (ConnectedPeer).
+// path, through the QP's published peer (ConnectedPeer). The other way
+// round, a response is taken only from the link the QP's requests go to
+// (HandleResponse): a node cannot complete requests sent to another.
 
 // connPeer is the requester an RC QP is connected to.
 type connPeer struct {

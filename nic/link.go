@@ -9,7 +9,8 @@ import (
 
 // Link carries requests from this node to a node in another process; a
 // transport implements it. The responder's node answers each RC request
-// with one Response, which the transport hands to Node.HandleResponse.
+// with one Response, which the transport hands to Node.HandleResponse
+// with the link it arrived on.
 type Link interface {
 	// Address is the remote node's address.
 	Address() string

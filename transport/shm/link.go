@@ -189,7 +189,7 @@ func (l *link) poll() bool {
 				break
 			}
 			if l.resp.SrcQPN == e.qpn && l.resp.Epoch == e.epoch && l.resp.Seq == e.seq {
-				l.d.node.HandleResponse(&l.resp)
+				l.d.node.HandleResponse(l, &l.resp)
 				l.rings.resp.Release()
 				l.complete(e)
 				n++
@@ -219,7 +219,7 @@ func (l *link) poll() bool {
 			}
 		}
 		l.resp = nic.Response{Kind: nic.RespAck, Status: verbs.StatusSuccess, SrcQPN: e.qpn, Epoch: e.epoch, Seq: e.seq}
-		l.d.node.HandleResponse(&l.resp)
+		l.d.node.HandleResponse(l, &l.resp)
 		l.complete(e)
 		n++
 	}

@@ -231,3 +231,95 @@ func waitOne(t *testing.T, cq verbs.CQ) verbs.WC {
 	}
 	return wc[0]
 }
+
+// fakeNode is a hand-made listener that speaks the wire protocol: it
+// welcomes one dialer and hands the requests it receives to the test,
+// which answers (or not) as it likes.
+type fakeNode struct {
+	ln   net.Listener
+	reqs chan nic.Request
+	conn chan net.Conn
+}
+
+func newFakeNode(t *testing.T) *fakeNode {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeNode{ln: ln, reqs: make(chan nic.Request, 16), conn: make(chan net.Conn, 1)}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		t.Cleanup(func() { c.Close() })
+		fr := newFrameReader(c, 64<<10, maxFrame)
+		if typ, _, err := fr.next(); err != nil || typ != frameHello {
+			return
+		}
+		c.Write(appendWelcome(nil, &welcome{version: Version, peerID: 1, address: f.address()}))
+		f.conn <- c
+		for {
+			typ, body, err := fr.next()
+			if err != nil {
+				return
+			}
+			var r nic.Request
+			var pbuf [1][]byte
+			if typ == frameRequest && decodeRequest(body, &r, &pbuf) == nil {
+				f.reqs <- r
+			}
+		}
+	}()
+	return f
+}
+
+func (f *fakeNode) address() string { return Scheme + "://" + f.ln.Addr().String() }
+
+// TestResponseFromAnotherNodeIgnored: a node answers only the requests
+// sent to it. A hostile node that sends a response naming a QP of its
+// dialer connected to another node — right QP number, epoch and sequence
+// number — is ignored; the genuine answer completes the request.
+func TestResponseFromAnotherNodeIgnored(t *testing.T) {
+	a, err := listen("127.0.0.1:0", "", options{dialTimeout: 5 * time.Second, keepalive: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	honest, hostile := newFakeNode(t), newFakeNode(t)
+	pd, _ := a.AllocPD()
+	cq, _ := a.CreateCQ(16)
+	q1, _ := pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq})
+	q2, _ := pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq})
+	if err := verbs.ConnectRC(q1, verbs.AccessAll, honest.address(), 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.ConnectRC(q2, verbs.AccessAll, hostile.address(), 6); err != nil {
+		t.Fatal(err)
+	}
+	hc, bc := <-hostile.conn, <-honest.conn
+	m, _ := pd.AllocMR(64, verbs.AccessAll)
+	read := func(q verbs.QP, id uint64, off uint64) {
+		t.Helper()
+		if err := q.PostSend([]verbs.SendWR{{ID: id, Opcode: verbs.OpRead, Flags: verbs.FlagSignaled,
+			SGL: []verbs.SGE{{Addr: m.Addr() + off, Length: 8, LKey: m.LKey()}}, RemoteAddr: 4096, RKey: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read(q1, 1, 0)
+	r1 := <-honest.reqs
+	// The hostile node forges the answer to q1's READ, then answers q2's
+	// own READ: once q2's completes, the forgery was handled.
+	hc.Write(appendResponse(nil, &nic.Response{SrcQPN: q1.QPN(), Epoch: r1.Epoch, Seq: r1.Seq, Data: []byte("forged!!")}))
+	read(q2, 2, 8)
+	r2 := <-hostile.reqs
+	hc.Write(appendResponse(nil, &nic.Response{SrcQPN: r2.SrcQPN, Epoch: r2.Epoch, Seq: r2.Seq, Data: []byte("its own!")}))
+	if wc := waitOne(t, cq); wc.ID != 2 || wc.Status != verbs.StatusSuccess {
+		t.Fatalf("first completion %+v (data %q), want q2's READ", wc, m.Bytes()[:8])
+	}
+	bc.Write(appendResponse(nil, &nic.Response{SrcQPN: r1.SrcQPN, Epoch: r1.Epoch, Seq: r1.Seq, Data: []byte("genuine!")}))
+	if wc := waitOne(t, cq); wc.ID != 1 || wc.Status != verbs.StatusSuccess || string(m.Bytes()[:8]) != "genuine!" {
+		t.Fatalf("q1's READ: %+v, data %q; want the honest node's answer", wc, m.Bytes()[:8])
+	}
+}
