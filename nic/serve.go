@@ -61,7 +61,9 @@ func (n *Node) NewSession(peerID uint32, address string) *Session {
 
 // Serve executes one request and answers it through w, unless it is a
 // datagram (no answer) or a request the responder discards (a later one
-// of a QP waiting for an RNR retry, or after an error).
+// of a QP waiting for an RNR retry, or after an error). A request that
+// does not come from the connected peer of the QP it names is dropped:
+// w gets a RespDrop, which must not reach the requester (isolation.go).
 func (s *Session) Serve(r *Request, w Responder) {
 	src := source{qpn: r.SrcQPN, id: s.peerID}
 	if r.Datagram {
