@@ -64,7 +64,7 @@ func (d *device) dial(address, name string) (*link, error) {
 		return fail(err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	l := &link{d: d, address: address, conn: conn, peer: peer, selfID: m.u32, rings: rings, peerSeg: peerSeg}
+	l := &link{d: d, address: address, conn: conn, peer: peer, selfTag: addrTag(d.node.Address()), rings: rings, peerSeg: peerSeg}
 	l.locks = newSharedLocks(peerSeg, l.resolve)
 	empty := map[uint32]*mapping{}
 	l.maps.Store(&empty)

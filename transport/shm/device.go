@@ -143,7 +143,7 @@ func open(name string, opts options) (*device, error) {
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
-	d.publisher = newPublisher(seg, d.peers.Add)
+	d.publisher = newPublisher(seg)
 	d.locks = newSharedLocks(seg, d.publisher.resolve)
 	d.node = nic.NewNode(nic.Config{
 		Address:   Scheme + "://" + name,

@@ -29,7 +29,7 @@ type link struct {
 	address string
 	conn    *net.UnixConn // nil for a link to an unreachable device
 	peer    shmem.ProcessID
-	selfID  uint32 // the id the peer device gave this one (WELCOME)
+	selfTag uint32 // addrTag of this device's address
 	rings   *connRings
 	peerSeg *nodeSeg
 	locks   *sharedLocks
@@ -253,7 +253,7 @@ func (l *link) Remote(src, qpn, rkey uint32, addr, n uint64, need verbs.Access) 
 		return nil, 0, false // Append fails it
 	}
 	w := atomic.LoadUint64(l.peerSeg.qpWord(qpn))
-	if uint32(w>>32) != qpn || atomic.LoadUint64(l.peerSeg.qpPeer(qpn)) != packPeer(src, l.selfID) ||
+	if uint32(w>>32) != qpn || atomic.LoadUint64(l.peerSeg.qpPeer(qpn)) != packPeer(src, l.selfTag) ||
 		atomic.LoadUint64(l.peerSeg.qpWord(qpn)) != w {
 		// Unknown here, not connected to src, or the slot changed while
 		// read (the device writes the peer word, then the QP word): the

@@ -28,11 +28,11 @@ import (
 // A QP table word is qpn<<32 | state<<24 | access<<16 | pd, at slot
 // qpn mod QPSlots; a slot whose qpn differs is unknown to the reader
 // (which then sends its request over the ring, where the device decides).
-// The peer table word of the same slot is destQPN<<32 | peer id: the QP
-// the slot's RC QP is connected to and the id (WELCOME's) that the device
-// gave that QP's node, 0 when not connected. An initiator runs a request
-// directly only if the word names its own QP and id (nic's tenant
-// isolation); otherwise the request goes over the ring, where the device
+// The peer table word of the same slot is destQPN<<32 | addrTag(Dest):
+// the QP the slot's RC QP is connected to and a tag of that QP's device
+// address, 0 when not connected. An initiator runs a request directly
+// only if the word names its own QP and address (nic's tenant isolation);
+// otherwise the request goes over the ring, where the device decides and
 // drops it. The device writes it before the QP word.
 //
 // A region entry is live(u64) rkey(u32) pd(u32) access(u32) _(u32)
@@ -134,7 +134,21 @@ func (s *nodeSeg) qpPeer(qpn uint32) *uint64 {
 	return u64(s.b, peerOff+int(qpn%QPSlots)*8)
 }
 
-func packPeer(destQPN, peerID uint32) uint64 { return uint64(destQPN)<<32 | uint64(peerID) }
+func packPeer(destQPN, tag uint32) uint64 { return uint64(destQPN)<<32 | uint64(tag) }
+
+// addrTag names a device address in the peer table: its 32-bit FNV-1a
+// hash, never 0 (a QP that is not connected). Two addresses with one tag
+// would let a misconnected request whose QP number is also the expected
+// one run directly; shm peers map the device's regions anyway, so the
+// table is a statement of the rule, not a security boundary.
+func addrTag(address string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(address); i++ {
+		h ^= uint32(address[i])
+		h *= 16777619
+	}
+	return max(h, 1)
+}
 
 func packQP(qpn uint32, state uint8, access uint8, pd uint16) uint64 {
 	return uint64(qpn)<<32 | uint64(state)<<24 | uint64(access)<<16 | uint64(pd)

@@ -13,8 +13,7 @@ import (
 // node (nic.Observer) and pushes each region's memfd to the connected
 // peers, so they can map it.
 type publisher struct {
-	seg    *nodeSeg
-	peerID func(address string) uint32 // the id a peer device gets (WELCOME)
+	seg *nodeSeg
 
 	mu       sync.Mutex
 	pds      map[*nic.PD]uint16
@@ -29,8 +28,8 @@ type publisher struct {
 	qmu sync.Mutex // serialises QP table updates
 }
 
-func newPublisher(seg *nodeSeg, peerID func(string) uint32) *publisher {
-	p := &publisher{seg: seg, peerID: peerID, pds: map[*nic.PD]uint16{}, slots: map[*nic.MR]uint32{}, sessions: map[*session]struct{}{}}
+func newPublisher(seg *nodeSeg) *publisher {
+	p := &publisher{seg: seg, pds: map[*nic.PD]uint16{}, slots: map[*nic.MR]uint32{}, sessions: map[*session]struct{}{}}
 	m := map[uint32]*nic.MR{}
 	p.byRKey.Store(&m)
 	return p
@@ -118,7 +117,7 @@ func (p *publisher) QPChanged(q *nic.QP) {
 	w := packQP(q.QPN(), uint8(q.State()), uint8(q.Access()), p.pdID(q.PD()))
 	var peer uint64
 	if addr, qpn, ok := q.ConnectedPeer(); ok {
-		peer = packPeer(qpn, p.peerID(addr))
+		peer = packPeer(qpn, addrTag(addr))
 	}
 	atomic.StoreUint64(p.seg.qpPeer(q.QPN()), peer)
 	atomic.StoreUint64(p.seg.qpWord(q.QPN()), w)
