@@ -29,6 +29,8 @@ var (
 		"Requests the soft NIC answered with an error status (bad rkey, out of bounds, misaligned atomic, message too long, ...).", nil, nil)
 	descRNR = prometheus.NewDesc("rdmakit_rnr_total",
 		"Requests answered receiver-not-ready: a SEND or WRITE_WITH_IMM found no posted receive.", nil, nil)
+	descWrongPeer = prometheus.NewDesc("rdmakit_wrong_peer_requests_total",
+		"Requests dropped unanswered because they did not come from the connected peer of the QP they named (another tenant's QP, or none).", nil, nil)
 	descOutstanding = prometheus.NewDesc("rdmakit_outstanding_requests",
 		"Send requests posted on the node's own QPs (echoes, probes) and not yet completed.", nil, nil)
 	descQPs = prometheus.NewDesc("rdmakit_connected_qps",
@@ -56,7 +58,7 @@ type collector struct{ s *Server }
 
 // Describe sends the descriptors of every metric.
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descOps, descBytes, descErrors, descRNR, descOutstanding, descQPs,
+	for _, d := range []*prometheus.Desc{descOps, descBytes, descErrors, descRNR, descWrongPeer, descOutstanding, descQPs,
 		descPeers, descRefused, descConns, descHandshakes, descAccepted, descRejected, descDeparted, descMemory} {
 		ch <- d
 	}
@@ -90,6 +92,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	counter(descBytes, float64(nst.Bytes))
 	counter(descErrors, float64(nst.Errors))
 	counter(descRNR, float64(nst.RNR))
+	counter(descWrongPeer, float64(nst.WrongPeer))
 	gauge(descOutstanding, float64(nst.Outstanding))
 	gauge(descQPs, float64(nst.ConnectedQPs))
 	gauge(descPeers, float64(nst.Peers))

@@ -17,13 +17,15 @@ type DirectLink interface {
 	Link
 	// Remote returns the n bytes at addr under rkey in the responder's
 	// memory, as this process maps them, after the checks a responder
-	// makes for its QP qpn: the QP receives (else RETRY_EXC_ERR); the
+	// makes for its QP qpn: the QP is connected to this node's QP src
+	// (else ok=false, so that the responder drops the request: see
+	// isolation.go); the QP receives (else RETRY_EXC_ERR); the
 	// region exists, its PD is the QP's and both grant need, and the bytes
 	// lie inside it (else REMOTE_ACCESS_ERR). ok=false means the link
 	// cannot decide here (for instance the region is not mapped yet): the
 	// request then goes over the link. The bytes stay mapped at least
 	// until the caller releases the QP's lock (see Node.Quiesce).
-	Remote(qpn, rkey uint32, addr, n uint64, need verbs.Access) (mem []byte, st verbs.Status, ok bool)
+	Remote(src, qpn, rkey uint32, addr, n uint64, need verbs.Access) (mem []byte, st verbs.Status, ok bool)
 	// Locks returns the responder node's atomics locks.
 	Locks() AtomicLocks
 	// Enter and Exit bracket a PRISM operation run directly (an indirect
@@ -74,7 +76,7 @@ func (q *QP) indirectReadDirect(wr *verbs.SendWR, nl int, total uint64) (verbs.S
 	}
 	d.Enter()
 	defer d.Exit()
-	slot, st, ok := d.Remote(q.destQPN, wr.RKey, wr.RemoteAddr, slotLen, verbs.AccessRemoteRead)
+	slot, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, wr.RemoteAddr, slotLen, verbs.AccessRemoteRead)
 	if !ok || st != verbs.StatusSuccess {
 		return st, 0, ok
 	}
@@ -82,7 +84,7 @@ func (q *QP) indirectReadDirect(wr *verbs.SendWR, nl int, total uint64) (verbs.S
 	if wr.Flags&verbs.FlagBounded != 0 && bound < total {
 		total = bound
 	}
-	src, st, ok := d.Remote(q.destQPN, wr.RKey, ptr, total, verbs.AccessRemoteRead)
+	src, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, ptr, total, verbs.AccessRemoteRead)
 	if !ok {
 		return 0, 0, false
 	}
@@ -116,7 +118,7 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 		if wr.Flags&verbs.FlagIndirect != 0 {
 			return q.indirectReadDirect(wr, nl, total)
 		}
-		src, st, ok := d.Remote(q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteRead)
+		src, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteRead)
 		if ok && st == verbs.StatusSuccess {
 			if nl == 1 && total == 8 && wr.RemoteAddr&7 == 0 {
 				binary.NativeEndian.PutUint64(q.lbuf[0], atomic.LoadUint64(word(src)))
@@ -137,7 +139,7 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 		if total == 0 {
 			return 0, 0, false // as a 0-byte READ
 		}
-		dst, st, ok := d.Remote(q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteWrite)
+		dst, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteWrite)
 		if ok && st == verbs.StatusSuccess {
 			if nbuf == 1 && total == 8 && wr.RemoteAddr&7 == 0 {
 				atomic.StoreUint64(word(dst), binary.NativeEndian.Uint64(q.lbuf[0]))
@@ -166,7 +168,7 @@ func (q *QP) atomicDirect(wr *verbs.SendWR, size uint64, nl int) (verbs.Status, 
 		return verbs.StatusRemInvReqErr, true
 	}
 	d := q.direct
-	mem, st, ok := d.Remote(q.destQPN, wr.RKey, wr.RemoteAddr, size, verbs.AccessRemoteAtomic)
+	mem, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, wr.RemoteAddr, size, verbs.AccessRemoteAtomic)
 	if !ok || st != verbs.StatusSuccess {
 		return st, ok
 	}

@@ -20,7 +20,17 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 		dq = q.destNode.qp(q.destQPN)
 		q.destQP = dq
 	}
-	if dq == nil || dq.typ != verbs.RC || !receiving(dq) {
+	if dq == nil || dq.typ != verbs.RC || !dq.accepts(q.node.addr, q.qpn) {
+		// No QP, or one not connected to this one: a wrong-source packet,
+		// dropped. The requester's timeout is taken at once in-process.
+		if dq != nil {
+			dq.node.wrongPeer()
+		} else if q.destNode != nil {
+			q.destNode.wrongPeer()
+		}
+		return verbs.StatusRetryExcErr, 0, false
+	}
+	if !receiving(dq) {
 		return verbs.StatusRetryExcErr, 0, false
 	}
 	dq.node.charge()

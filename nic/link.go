@@ -9,7 +9,8 @@ import (
 
 // Link carries requests from this node to a node in another process; a
 // transport implements it. The responder's node answers each RC request
-// with one Response, which the transport hands to Node.HandleResponse.
+// with one Response, which the transport hands to Node.HandleResponse
+// with the link it arrived on.
 type Link interface {
 	// Address is the remote node's address.
 	Address() string
@@ -75,6 +76,13 @@ const (
 	// responder discards the QP's later requests until this one is sent
 	// again.
 	RespRNR
+	// RespDrop says the responder dropped the request unanswered: it did
+	// not come from the connected peer of the QP it named (isolation.go).
+	// A transport must not pass it to the requester — over tcp nothing is
+	// sent — but may use it to retire the request from its own
+	// bookkeeping (the shm rings carry it for that); a requester QP that
+	// gets one ignores it, and the request times out.
+	RespDrop
 )
 
 // Response answers one request.

@@ -117,7 +117,7 @@ type Node struct {
 
 	mu       sync.Mutex
 	qps      atomic.Pointer[map[uint32]*QP]
-	nextQPN  uint32
+	qpLow    [qpnSpread]uint16 // live QPs by QPN mod qpnSpread (qpn.go)
 	pds      map[*PD]struct{}
 	cqs      map[*CQ]struct{}
 	srqs     map[*SRQ]struct{}
@@ -132,7 +132,8 @@ type Node struct {
 
 	sessMu   sync.Mutex
 	sessions map[*Session]struct{}
-	retired  Stats // counts of closed sessions
+	retired  Stats         // counts of closed sessions
+	dropped  atomic.Uint64 // requests from a QP's wrong peer (isolation.go)
 }
 
 var _ verbs.Device = (*Node)(nil)
@@ -171,7 +172,6 @@ func NewNode(c Config) *Node {
 		attr:     a,
 		net:      c.Network,
 		keys:     newKeyTable(),
-		nextQPN:  0x100 + (random32() & 0xffff),
 		pds:      map[*PD]struct{}{},
 		cqs:      map[*CQ]struct{}{},
 		srqs:     map[*SRQ]struct{}{},
@@ -244,13 +244,8 @@ func (n *Node) addQP(q *QP) {
 	for k, v := range old {
 		m[k] = v
 	}
-	for {
-		n.nextQPN = (n.nextQPN + 1) & 0xffffff
-		if _, used := m[n.nextQPN]; !used && n.nextQPN != 0 {
-			break
-		}
-	}
-	q.qpn = n.nextQPN
+	q.qpn = n.newQPN(m)
+	n.qpLow[q.qpn%qpnSpread]++
 	m[q.qpn] = q
 	n.qps.Store(&m)
 }
@@ -264,6 +259,9 @@ func (n *Node) removeQP(q *QP) {
 		if v != q {
 			m[k] = v
 		}
+	}
+	if len(m) < len(old) {
+		n.qpLow[q.qpn%qpnSpread]--
 	}
 	n.qps.Store(&m)
 }

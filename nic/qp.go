@@ -34,6 +34,9 @@ type QP struct {
 	state  atomic.Uint32
 	access atomic.Uint32
 	qkey   atomic.Uint32
+	// peer is the requester an RC QP was connected to at RTR, the only one
+	// it serves as a responder (isolation.go); nil outside a connection.
+	peer atomic.Pointer[connPeer]
 
 	mu       sync.Mutex // send side, attributes and the deferred queue
 	dest     Target
@@ -242,6 +245,7 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 			}
 			q.setDest(t)
 			q.destQPN, q.destQP = a.DestQPN, nil
+			q.peer.Store(&connPeer{addr: t.Address(), qpn: a.DestQPN})
 			q.epoch++
 			q.prevOK = true
 			q.clearScratch()
@@ -285,6 +289,7 @@ func (q *QP) resetLocked() {
 		q.rq.mu.Unlock()
 	}
 	q.access.Store(0)
+	q.peer.Store(nil)
 	q.setDest(nil)
 	q.destQP, q.destQPN = nil, 0
 	q.rnrHold = false

@@ -196,20 +196,24 @@ func (q *QP) sendDatagram(wr *verbs.SendWR, seq uint64, l Link) {
 	q.completeLocked(wr, seq, verbs.StatusSuccess, uint32(total))
 }
 
-// HandleResponse completes the request a response answers. Transports
-// call it from their reading goroutine.
-func (n *Node) HandleResponse(r *Response) {
+// HandleResponse completes the request a response that arrived on link l
+// answers. Transports call it from their reading goroutine. A response
+// for a QP whose responder is not behind l is ignored: a node can answer
+// only the requests sent to it (isolation.go).
+func (n *Node) HandleResponse(l Link, r *Response) {
 	q := n.qp(r.SrcQPN)
 	if q == nil {
 		return
 	}
 	q.mu.Lock()
-	q.responseLocked(r)
+	if q.destLink == l {
+		q.responseLocked(r)
+	}
 	q.mu.Unlock()
 }
 
 func (q *QP) responseLocked(r *Response) {
-	if q.destLink == nil || r.Epoch != q.epoch || q.sq.head >= q.sent() {
+	if r.Kind == RespDrop || q.destLink == nil || r.Epoch != q.epoch || q.sq.head >= q.sent() {
 		return
 	}
 	e := q.sq.front()

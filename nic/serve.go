@@ -14,7 +14,8 @@ import (
 type Session struct {
 	node   *Node
 	peerID uint32
-	qps    map[uint32]*reqState // by requester QPN
+	addr   string               // the requester node's address (isolation.go)
+	qps    map[uint32]*reqState // by requester QPN; only QPs a responder QP accepts
 	sc     scratch
 	resp   Response
 	word   [32]byte
@@ -45,11 +46,13 @@ const (
 	modeDead   // an error was answered: discard everything of this epoch
 )
 
-// NewSession creates the responder for a link whose requester the node
-// knows as peerID (it becomes WC.SrcID of the receives it causes).
-// Close it when the link ends.
-func (n *Node) NewSession(peerID uint32) *Session {
-	s := &Session{node: n, peerID: peerID, qps: map[uint32]*reqState{}}
+// NewSession creates the responder for a link from the node at address
+// (as the link announced it), which this node knows as peerID (it becomes
+// WC.SrcID of the receives it causes). Only requests that come from the
+// connected peer of the RC QP they name are served (isolation.go). Close
+// it when the link ends.
+func (n *Node) NewSession(peerID uint32, address string) *Session {
+	s := &Session{node: n, peerID: peerID, addr: address, qps: map[uint32]*reqState{}}
 	n.sessMu.Lock()
 	n.sessions[s] = struct{}{}
 	n.sessMu.Unlock()
@@ -58,7 +61,9 @@ func (n *Node) NewSession(peerID uint32) *Session {
 
 // Serve executes one request and answers it through w, unless it is a
 // datagram (no answer) or a request the responder discards (a later one
-// of a QP waiting for an RNR retry, or after an error).
+// of a QP waiting for an RNR retry, or after an error). A request that
+// does not come from the connected peer of the QP it names is dropped:
+// w gets a RespDrop, which must not reach the requester (isolation.go).
 func (s *Session) Serve(r *Request, w Responder) {
 	src := source{qpn: r.SrcQPN, id: s.peerID}
 	if r.Datagram {
@@ -68,14 +73,16 @@ func (s *Session) Serve(r *Request, w Responder) {
 		}
 		return
 	}
-	st := s.last
-	if st == nil || s.lastQPN != r.SrcQPN {
-		st = s.qps[r.SrcQPN]
-		if st == nil {
-			st = &reqState{epoch: r.Epoch, prevOK: true}
-			s.qps[r.SrcQPN] = st
-		}
-		s.last, s.lastQPN = st, r.SrcQPN
+	st, dq := s.admit(r)
+	if dq == nil {
+		// Not from the QP's connected peer: dropped, as an RC NIC drops a
+		// packet from the wrong source. The transport is told so that it
+		// can retire the request from its own bookkeeping (shm); nothing
+		// reaches the requester.
+		s.node.wrongPeer()
+		s.resp = Response{Kind: RespDrop, SrcQPN: r.SrcQPN, Epoch: r.Epoch, Seq: r.Seq}
+		w.Respond(&s.resp)
+		return
 	}
 	if r.Epoch != st.epoch {
 		if r.Epoch < st.epoch && st.epoch-r.Epoch < 1<<31 {
@@ -84,6 +91,7 @@ func (s *Session) Serve(r *Request, w Responder) {
 		*st = reqState{epoch: r.Epoch, prevOK: true}
 	}
 	s.cur = st
+	st.dq = dq
 	switch st.mode {
 	case modeDead:
 		return
@@ -101,7 +109,7 @@ func (s *Session) Serve(r *Request, w Responder) {
 		status = verbs.StatusSkipped
 	} else {
 		s.failedCmp = false
-		status, rnr = s.execute(r, src, resp)
+		status, rnr = s.execute(r, dq, src, resp)
 	}
 	if !rnr {
 		st.prevOK = status == verbs.StatusSuccess && !s.failedCmp
@@ -122,14 +130,9 @@ func (s *Session) Serve(r *Request, w Responder) {
 	resp.Data = nil
 }
 
-func (s *Session) execute(r *Request, src source, resp *Response) (verbs.Status, bool) {
+func (s *Session) execute(r *Request, dq *QP, src source, resp *Response) (verbs.Status, bool) {
 	s.node.charge()
-	dq := s.cur.dq
-	if dq == nil || dq.qpn != r.DstQPN || dq.state.Load() == stateDestroyed {
-		dq = s.node.qp(r.DstQPN)
-		s.cur.dq = dq
-	}
-	if dq == nil || dq.typ != verbs.RC || !receiving(dq) {
+	if !receiving(dq) {
 		return verbs.StatusRetryExcErr, false
 	}
 	switch r.Opcode {
@@ -180,4 +183,51 @@ func (s *Session) execute(r *Request, src source, resp *Response) (verbs.Status,
 		return verbs.StatusSuccess, false
 	}
 	return verbs.StatusRemInvReqErr, false
+}
+
+// maxReqStates bounds a session's requester states before it forgets
+// those no responder QP accepts any more (QPs destroyed or reconnected).
+const maxReqStates = 1024
+
+// admit finds the responder QP a request names and checks that the
+// request comes from its connected peer: this session's node and the QP
+// number the responder QP was connected to. It returns the requester's
+// state, created on its first admitted request, and the responder QP, or
+// a nil QP when the request must be dropped. A session thus holds state
+// only for requester QPs that some QP of this node is connected to.
+func (s *Session) admit(r *Request) (*reqState, *QP) {
+	st := s.last
+	if st == nil || s.lastQPN != r.SrcQPN {
+		st = s.qps[r.SrcQPN]
+	}
+	var dq *QP
+	if st != nil {
+		dq = st.dq
+	}
+	if dq == nil || dq.qpn != r.DstQPN || dq.state.Load() == stateDestroyed {
+		dq = s.node.qp(r.DstQPN)
+	}
+	if dq == nil || dq.typ != verbs.RC || !dq.accepts(s.addr, r.SrcQPN) {
+		return nil, nil
+	}
+	if st == nil {
+		if len(s.qps) >= maxReqStates {
+			s.forget()
+		}
+		st = &reqState{epoch: r.Epoch, prevOK: true}
+		s.qps[r.SrcQPN] = st
+	}
+	s.last, s.lastQPN = st, r.SrcQPN
+	return st, dq
+}
+
+// forget drops the state of requester QPs that their responder QP no
+// longer accepts.
+func (s *Session) forget() {
+	for qpn, st := range s.qps {
+		if st.dq == nil || !st.dq.accepts(s.addr, qpn) {
+			delete(s.qps, qpn)
+		}
+	}
+	s.last, s.lastQPN = nil, 0
 }

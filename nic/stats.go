@@ -20,6 +20,10 @@ type Stats struct {
 	Errors uint64
 	// RNR counts requests answered "receiver not ready".
 	RNR uint64
+	// WrongPeer counts RC requests dropped unanswered because they did not
+	// come from the connected peer of the QP they named (or named no QP):
+	// another tenant's requests, by any path (docs/verbs.md).
+	WrongPeer uint64
 	// Peers is the number of connected peer sessions now.
 	Peers int
 	// ConnectedQPs is the number of the node's QPs in RTR or RTS.
@@ -70,6 +74,7 @@ func (n *Node) Stats() Stats {
 		s.stats.addTo(&t)
 	}
 	n.sessMu.Unlock()
+	t.WrongPeer = n.dropped.Load()
 	for _, q := range *n.qps.Load() {
 		if receiving(q) {
 			t.ConnectedQPs++

@@ -19,6 +19,16 @@ const (
 // ErrMalformed is matched by every decoding error.
 var ErrMalformed = errors.New("wire: malformed message")
 
+// ErrReserved is matched, with ErrMalformed, by the error for a message
+// with a reserved bit or byte set: reserved fields are checked so that
+// they can be given meaning later (docs/wire.md).
+var ErrReserved = errors.New("wire: reserved field not zero")
+
+// wireFlags are the send flags a request may carry: ibverbs' four and
+// PRISM's five (docs/wire.md); the other bits are reserved.
+const wireFlags = verbs.FlagSignaled | verbs.FlagInline | verbs.FlagFence | verbs.FlagSolicited |
+	verbs.FlagIndirect | verbs.FlagIndirectArg | verbs.FlagBounded | verbs.FlagConditional | verbs.FlagRedirect
+
 // extLen is the size of the PRISM operand addresses (ArgAddr,
 // RedirectAddr) that follow the header of a request that needs them.
 const extLen = 16
@@ -122,7 +132,10 @@ func DecodeRequest(body []byte, r *nic.Request, pbuf *[1][]byte, maxLen uint32) 
 		QKey:       binary.LittleEndian.Uint32(body[40:]),
 	}
 	if body[1]&^1 != 0 {
-		return fmt.Errorf("%w: reserved request bits %#x", ErrMalformed, body[1])
+		return fmt.Errorf("%w: %w: request bits %#x", ErrMalformed, ErrReserved, body[1])
+	}
+	if r.Flags&^wireFlags != 0 {
+		return fmt.Errorf("%w: %w: send flags %#x", ErrMalformed, ErrReserved, uint16(r.Flags&^wireFlags))
 	}
 	if r.Length > maxLen {
 		return fmt.Errorf("%w: length %d", ErrMalformed, r.Length)
@@ -143,6 +156,9 @@ func DecodeRequest(body []byte, r *nic.Request, pbuf *[1][]byte, maxLen uint32) 
 		}
 		a := &r.Atomic
 		a.Size, a.Op = rest[0], verbs.CompareOp(rest[1])
+		if binary.LittleEndian.Uint64(rest)>>16 != 0 {
+			return fmt.Errorf("%w: %w: atomic operand header %x", ErrMalformed, ErrReserved, rest[:8])
+		}
 		w := wordsOf(r)
 		if (r.Opcode == verbs.OpMaskedCmpAndSwp || r.Opcode == verbs.OpMaskedFetchAndAdd) && a.Size != 8 && a.Size != 16 && a.Size != 32 {
 			return fmt.Errorf("%w: atomic size %d", ErrMalformed, a.Size)
@@ -203,7 +219,10 @@ func DecodeResponse(body []byte, r *nic.Response) error {
 		Seq:    binary.LittleEndian.Uint32(body[12:]),
 	}
 	n := binary.LittleEndian.Uint32(body[16:])
-	if r.Kind > nic.RespRNR || !r.Status.Valid() || uint32(len(body)-ResponseHeader) != n {
+	if body[2] != 0 || body[3] != 0 {
+		return fmt.Errorf("%w: %w: response bytes %x", ErrMalformed, ErrReserved, body[2:4])
+	}
+	if r.Kind > nic.RespDrop || !r.Status.Valid() || uint32(len(body)-ResponseHeader) != n {
 		return fmt.Errorf("%w: response kind %d status %d data %d/%d", ErrMalformed, r.Kind, r.Status, n, len(body)-ResponseHeader)
 	}
 	r.Data = body[ResponseHeader:]

@@ -64,7 +64,7 @@ func (d *device) dial(address, name string) (*link, error) {
 		return fail(err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	l := &link{d: d, address: address, conn: conn, peer: peer, rings: rings, peerSeg: peerSeg}
+	l := &link{d: d, address: address, conn: conn, peer: peer, selfTag: addrTag(d.node.Address()), rings: rings, peerSeg: peerSeg}
 	l.locks = newSharedLocks(peerSeg, l.resolve)
 	empty := map[uint32]*mapping{}
 	l.maps.Store(&empty)
@@ -160,7 +160,7 @@ func (d *device) handshake(c *net.UnixConn) {
 	id := d.peers.Add(m.address)
 	s := &session{
 		d: d, conn: c, address: m.address, peerID: id, peer: peer, rings: rings, peerSeg: peerSeg,
-		ns:     d.node.NewSession(id),
+		ns:     d.node.NewSession(id, m.address),
 		maxLen: uint32(rings.req.MaxMessage() - wire.ResponseHeader - 64),
 		wake:   make(chan struct{}, 1),
 	}

@@ -29,6 +29,7 @@ type link struct {
 	address string
 	conn    *net.UnixConn // nil for a link to an unreachable device
 	peer    shmem.ProcessID
+	selfTag uint32 // addrTag of this device's address
 	rings   *connRings
 	peerSeg *nodeSeg
 	locks   *sharedLocks
@@ -191,7 +192,7 @@ func (l *link) poll() bool {
 				break
 			}
 			if l.resp.SrcQPN == e.qpn && l.resp.Epoch == e.epoch && l.resp.Seq == e.seq {
-				l.d.node.HandleResponse(&l.resp)
+				l.d.node.HandleResponse(l, &l.resp)
 				l.rings.resp.Release()
 				l.complete(e)
 				n++
@@ -232,7 +233,7 @@ func (l *link) poll() bool {
 			}
 		}
 		l.resp = nic.Response{Kind: nic.RespAck, Status: verbs.StatusSuccess, SrcQPN: e.qpn, Epoch: e.epoch, Seq: e.seq}
-		l.d.node.HandleResponse(&l.resp)
+		l.d.node.HandleResponse(l, &l.resp)
 		l.complete(e)
 		n++
 	}
@@ -269,7 +270,7 @@ func (l *link) ready() bool {
 }
 
 // Remote implements nic.DirectLink.
-func (l *link) Remote(qpn, rkey uint32, addr, n uint64, need verbs.Access) ([]byte, verbs.Status, bool) {
+func (l *link) Remote(src, qpn, rkey uint32, addr, n uint64, need verbs.Access) ([]byte, verbs.Status, bool) {
 	if l.dead.Load() {
 		return nil, 0, false // Append fails it
 	}
@@ -277,7 +278,11 @@ func (l *link) Remote(qpn, rkey uint32, addr, n uint64, need verbs.Access) ([]by
 		return nil, 0, false // the responder QP's scratch area is not mapped here
 	}
 	w := atomic.LoadUint64(l.peerSeg.qpWord(qpn))
-	if uint32(w>>32) != qpn {
+	if uint32(w>>32) != qpn || atomic.LoadUint64(l.peerSeg.qpPeer(qpn)) != packPeer(src, l.selfTag) ||
+		atomic.LoadUint64(l.peerSeg.qpWord(qpn)) != w {
+		// Unknown here, not connected to src, or the slot changed while
+		// read (the device writes the peer word, then the QP word): the
+		// device decides.
 		return nil, 0, false
 	}
 	if st := verbs.QPState(uint8(w >> 24)); st != verbs.StateRTR && st != verbs.StateRTS {

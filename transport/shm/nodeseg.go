@@ -23,10 +23,17 @@ import (
 //	qpTableOff  32 KiB   QP table: QPSlots × u64
 //	mrTableOff  256 KiB  region table: MRSlots × 64 B
 //	lockOff     512 KiB  atomics lock table: nic.LockStripes × 128 B
+//	peerOff     32 KiB   QP peer table: QPSlots × u64
 //
 // A QP table word is qpn<<32 | state<<24 | access<<16 | pd, at slot
 // qpn mod QPSlots; a slot whose qpn differs is unknown to the reader
 // (which then sends its request over the ring, where the device decides).
+// The peer table word of the same slot is destQPN<<32 | addrTag(Dest):
+// the QP the slot's RC QP is connected to and a tag of that QP's device
+// address, 0 when not connected. An initiator runs a request directly
+// only if the word names its own QP and address (nic's tenant isolation);
+// otherwise the request goes over the ring, where the device decides and
+// drops it. The device writes it before the QP word.
 //
 // A region entry is live(u64) rkey(u32) pd(u32) access(u32) _(u32)
 // base(u64) len(u64): live is gen<<1|1 while the region is registered
@@ -40,7 +47,7 @@ import (
 // next owner if the holder died before it unlocked.
 const (
 	segMagic   = 0x4e6d6873 // "shmN"
-	segVersion = 1
+	segVersion = 2
 
 	offOwner  = 8
 	offParked = 128
@@ -56,8 +63,9 @@ const (
 	mrTableOff = qpTableOff + QPSlots*8
 	lockStripe = 128
 	lockOff    = mrTableOff + MRSlots*mrEntry
+	peerOff    = lockOff + 4096*lockStripe
 	// segSize is the node segment's size.
-	segSize = lockOff + 4096*lockStripe
+	segSize = peerOff + QPSlots*8
 )
 
 // nodeSeg is a view of a node segment, own or a peer's.
@@ -119,6 +127,27 @@ func (s *nodeSeg) ring() {
 // qpWord is the QP table word of qpn.
 func (s *nodeSeg) qpWord(qpn uint32) *uint64 {
 	return u64(s.b, qpTableOff+int(qpn%QPSlots)*8)
+}
+
+// qpPeer is the peer table word of qpn's slot.
+func (s *nodeSeg) qpPeer(qpn uint32) *uint64 {
+	return u64(s.b, peerOff+int(qpn%QPSlots)*8)
+}
+
+func packPeer(destQPN, tag uint32) uint64 { return uint64(destQPN)<<32 | uint64(tag) }
+
+// addrTag names a device address in the peer table: its 32-bit FNV-1a
+// hash, never 0 (a QP that is not connected). Two addresses with one tag
+// would let a misconnected request whose QP number is also the expected
+// one run directly; shm peers map the device's regions anyway, so the
+// table is a statement of the rule, not a security boundary.
+func addrTag(address string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(address); i++ {
+		h ^= uint32(address[i])
+		h *= 16777619
+	}
+	return max(h, 1)
 }
 
 func packQP(qpn uint32, state uint8, access uint8, pd uint16) uint64 {

@@ -115,6 +115,11 @@ func (p *publisher) QPChanged(q *nic.QP) {
 	p.qmu.Lock()
 	defer p.qmu.Unlock()
 	w := packQP(q.QPN(), uint8(q.State()), uint8(q.Access()), p.pdID(q.PD()))
+	var peer uint64
+	if addr, qpn, ok := q.ConnectedPeer(); ok {
+		peer = packPeer(qpn, addrTag(addr))
+	}
+	atomic.StoreUint64(p.seg.qpPeer(q.QPN()), peer)
 	atomic.StoreUint64(p.seg.qpWord(q.QPN()), w)
 }
 

@@ -339,7 +339,7 @@ func (l *link) handleFrames() error {
 				return err
 			}
 			l.pending.Add(-1)
-			l.dev.node.HandleResponse(&l.resp)
+			l.dev.node.HandleResponse(l, &l.resp)
 		case framePong:
 		default:
 			return fmt.Errorf("%w: frame type %d from %s", ErrProtocol, typ, l.address)

@@ -61,6 +61,9 @@ type conn struct {
 // READ reply comes from is released, so that a peer that stops reading
 // cannot hold the region (MR.Deregister waits for it).
 func (s *conn) Respond(r *nic.Response) {
+	if r.Kind == nic.RespDrop {
+		return // a request from the wrong peer gets nothing
+	}
 	s.out = appendResponse(s.out, r)
 }
 
@@ -166,7 +169,7 @@ func (d *device) serve(c net.Conn) {
 	if raw, err := newRawReader(c); err == nil {
 		fr.r = &spinReader{raw: raw, spin: d.opts.spin}
 	} // else: a wrapped connection (tests) is read with blocking reads
-	sess := d.node.NewSession(peer)
+	sess := d.node.NewSession(peer, h.address)
 	defer sess.Close()
 	var req nic.Request
 	var pbuf [1][]byte

@@ -144,6 +144,15 @@ func TestMalformedFrames(t *testing.T) {
 		"bad request":     func(c net.Conn) { hello(c); c.Write([]byte{3, 0, 0, 0, 4, 1, 2}) },
 		"unknown frame":   func(c net.Conn) { hello(c); c.Write([]byte{1, 0, 0, 0, 99}) },
 		"oversized after": func(c net.Conn) { hello(c); c.Write([]byte{0xff, 0xff, 0xff, 0x7f, 4}) },
+		"reserved send flag": func(c net.Conn) {
+			hello(c)
+			b := make([]byte, 5+44)
+			b[0] = 45
+			b[4] = 4
+			b[5] = byte(verbs.OpRead)
+			b[7] = 0x10 // flags bit 4: reserved
+			c.Write(b)
+		},
 		"payload mismatch": func(c net.Conn) {
 			hello(c)
 			b := make([]byte, 5+44)

@@ -103,6 +103,7 @@ func Cases() []Case {
 		operandCases(),
 		allocateCases(),
 		faultCases(),
+		isolationCases(),
 	} {
 		cs = append(cs, group...)
 	}
