@@ -292,6 +292,9 @@ func (s *Server) handshake(req *cm.Request) (*client, error) {
 	}
 	opts := sess.Options()
 	opts.PD = s.pd
+	if p, ok := sess.(Preparer); ok {
+		opts.Prepare = p.Prepare
+	}
 	// The server's context: Close cuts a handshake under way; the
 	// listener's HandshakeTimeout bounds it otherwise.
 	conn, err := req.Accept(s.ctx, opts)
