@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/rdmakit/rdmakit/cm"
+	"github.com/rdmakit/rdmakit/kv/kvtest"
 	"github.com/rdmakit/rdmakit/kv/stores"
 	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/verbs"
@@ -32,12 +33,11 @@ type lateSession struct{ memnode.Session }
 // Serve waits for the first completion on cq before serving, then hands
 // it to the session's Serve.
 func (s lateSession) Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error {
-	wc := make([]verbs.WC, 16)
-	n, err := verbs.PollWait(ctx, cq, wc, verbs.PollAdaptive)
+	late, err := kvtest.Late(ctx, cq)
 	if err != nil {
 		return nil // the node closes
 	}
-	return s.Session.Serve(ctx, qp, &replayCQ{CQ: cq, wc: wc[:n]})
+	return s.Session.Serve(ctx, qp, late)
 }
 
 type latePreparer struct {
@@ -46,21 +46,6 @@ type latePreparer struct {
 }
 
 func (s latePreparer) Prepare(qp verbs.QP) error { return s.p.Prepare(qp) }
-
-// replayCQ returns wc before what its CQ holds.
-type replayCQ struct {
-	verbs.CQ
-	wc []verbs.WC
-}
-
-func (r *replayCQ) Poll(wc []verbs.WC) (int, error) {
-	if len(r.wc) == 0 {
-		return r.CQ.Poll(wc)
-	}
-	n := copy(wc, r.wc)
-	r.wc = r.wc[n:]
-	return n, nil
-}
 
 // TestFirstRPCFindsReceives connects clients that do not retry RNR at
 // all to store nodes served by memnode whose sessions start serving only
