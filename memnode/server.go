@@ -240,11 +240,14 @@ func (s *Server) serveClient(req *cm.Request) {
 		log.Warn("connection refused", "err", err)
 		return
 	}
-	s.accepted.Add(1)
-	log.Info("connection established", "qpn", c.conn.QP().QPN())
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	c.cancel = cancel
-	if !s.track(c, true) { // Close came first
+	tracked := s.track(c, true)
+	// Counted once tracked: whoever sees the count sees the client in
+	// Stats().Clients too.
+	s.accepted.Add(1)
+	log.Info("connection established", "qpn", c.conn.QP().QPN())
+	if !tracked { // Close came first
 		cancel(nil)
 		s.release(c)
 		return
