@@ -200,10 +200,14 @@ func runSeqDesign(ctx context.Context, design string, n int, d time.Duration) (r
 			defer h.Close()
 			seqs = append(seqs, h)
 		default: // RPC
+			conn, err := rpcSrv.Attach(s.pd, s.qp) // receives posted before the first call
+			if err != nil {
+				return 0, 0, err
+			}
 			serving.Add(1)
 			go func() {
 				defer serving.Done()
-				_ = rpcSrv.Serve(sctx, s.pd, s.qp, s.cq)
+				_ = conn.Serve(sctx, s.cq)
 			}()
 			cfg := rpc.ClientConfig{Slots: seqPipeline, MaxMessage: rpc.MinMessage, Poll: seqPoll}
 			if strings.HasPrefix(design, "rdmakit HERD") {

@@ -141,16 +141,27 @@ func (n *KVNode) ClientPolling(ctx context.Context, poll verbs.PollPolicy) (kvCl
 	if err != nil {
 		return nil, err
 	}
-	if err := stores.ConnectClient(cqp, n.node.Address(), sqp.QPN()); err != nil {
+	// The node's receives are posted before the client can send: its
+	// first RPC never waits out RNR retries.
+	if err := sqp.Modify(verbs.QPAttr{State: verbs.StateInit, Access: verbs.AccessAll}); err != nil {
+		return nil, err
+	}
+	conn, err := n.server.Attach(sqp)
+	if err != nil {
 		return nil, err
 	}
 	if err := verbs.ConnectRC(sqp, verbs.AccessAll, n.client.Address(), cqp.QPN()); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if err := stores.ConnectClient(cqp, n.node.Address(), sqp.QPN()); err != nil {
+		conn.Close()
 		return nil, err
 	}
 	n.serving.Add(1)
 	go func() {
 		defer n.serving.Done()
-		_ = n.server.Serve(n.ctx, sqp, scq)
+		_ = conn.Serve(n.ctx, scq)
 	}()
 	c, err := stores.NewClient(ctx, n.Design, n.cpd, cqp, ccq, stores.ClientOptions{Poll: poll, Cache: n.cache, Runtime: n.rt, Slots: 64})
 	if err != nil {

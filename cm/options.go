@@ -35,6 +35,14 @@ type Options struct {
 	RNRRetry    int
 	RetryCount  int
 	Timeout     time.Duration
+	// Prepare, when set, is called with the new QP in INIT, before this
+	// side tells the peer the QP exists (the dialer's REQ, the listener's
+	// REP), so that the peer never sends before it has run: post the
+	// receives of the first messages here (rpc.Server.Attach), or a SEND
+	// arriving before they are posted costs the peer RNR retries. An
+	// error fails the exchange; the QP is destroyed, and what Prepare made
+	// is the caller's to free.
+	Prepare func(qp verbs.QP) error
 }
 
 // check validates the options before anything is created.
@@ -51,7 +59,8 @@ func (o *Options) check() error {
 	return nil
 }
 
-// createQP creates an RC QP and moves it to INIT with o.Access.
+// createQP creates an RC QP, moves it to INIT with o.Access and runs
+// o.Prepare on it.
 func (o *Options) createQP() (verbs.QP, error) {
 	qp, err := o.PD.CreateQP(verbs.QPInitAttr{
 		Type:      verbs.RC,
@@ -66,6 +75,11 @@ func (o *Options) createQP() (verbs.QP, error) {
 	}
 	if err := qp.Modify(verbs.QPAttr{State: verbs.StateInit, Access: o.Access}); err != nil {
 		return nil, errors.Join(fmt.Errorf("cm: QP → INIT: %w", err), destroy(qp))
+	}
+	if o.Prepare != nil {
+		if err := o.Prepare(qp); err != nil {
+			return nil, errors.Join(fmt.Errorf("cm: preparing QP %d: %w", qp.QPN(), err), destroy(qp))
+		}
 	}
 	return qp, nil
 }

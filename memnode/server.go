@@ -240,11 +240,14 @@ func (s *Server) serveClient(req *cm.Request) {
 		log.Warn("connection refused", "err", err)
 		return
 	}
-	s.accepted.Add(1)
-	log.Info("connection established", "qpn", c.conn.QP().QPN())
 	ctx, cancel := context.WithCancelCause(s.ctx)
 	c.cancel = cancel
-	if !s.track(c, true) { // Close came first
+	tracked := s.track(c, true)
+	// Counted once tracked: whoever sees the count sees the client in
+	// Stats().Clients too.
+	s.accepted.Add(1)
+	log.Info("connection established", "qpn", c.conn.QP().QPN())
+	if !tracked { // Close came first
 		cancel(nil)
 		s.release(c)
 		return
@@ -292,6 +295,9 @@ func (s *Server) handshake(req *cm.Request) (*client, error) {
 	}
 	opts := sess.Options()
 	opts.PD = s.pd
+	if p, ok := sess.(Preparer); ok {
+		opts.Prepare = p.Prepare
+	}
 	// The server's context: Close cuts a handshake under way; the
 	// listener's HandshakeTimeout bounds it otherwise.
 	conn, err := req.Accept(s.ctx, opts)

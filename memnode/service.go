@@ -47,3 +47,14 @@ type Session interface {
 // NewServiceFunc builds a Service on the server's device and protection
 // domain, once, when the Server starts.
 type NewServiceFunc func(dev verbs.Device, pd verbs.PD) (Service, error)
+
+// Preparer is a Session that has work to do on the client's QP before
+// the client may use it. Prepare runs on the new QP, in INIT, before the
+// server's reply tells the client the connection exists (cm.Options.Prepare):
+// a session whose clients SEND first posts their receives here, so that
+// the client's first message never arrives before them. When the exchange
+// fails after Prepare, the QP is destroyed and then the session closed;
+// Close frees what Prepare made.
+type Preparer interface {
+	Prepare(qp verbs.QP) error
+}

@@ -111,19 +111,46 @@ func (s *Server) open(pd verbs.PD, first bool, herd **herdRegion, method uint16,
 
 // Serve serves the SEND/RECV path of one connection: qp is connected (in
 // RTS), its send and receive completions go to cq, and pd registers the
-// connection's buffers. Every request completion of a poll is handled in
-// turn and their responses go out as one post list. A client may open
-// HERD requests on the connection (ClientConfig.Herd): Serve then also
-// polls the connection's request region, handling every new request of a
-// pass and answering them with the same post list. Stop Serve (end ctx
-// and wait for it to return) before closing the device. Serve returns when
-// ctx ends (nil) or the connection fails.
+// connection's buffers. It is Attach followed by ServerConn.Serve; a
+// connection whose peer may send as soon as it is connected should be
+// attached before it is (see Attach). Serve returns when ctx ends (nil) or
+// the connection fails.
 func (s *Server) Serve(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) error {
-	c, err := s.newConn(ctx, pd, qp)
+	c, err := s.Attach(pd, qp)
 	if err != nil {
 		return err
 	}
-	defer c.close()
+	return c.Serve(ctx, cq)
+}
+
+// Attach registers a connection's buffers in pd and posts its receives on
+// qp, which may still be in INIT or RTR. Attach a connection before its
+// peer can send, i.e. before the peer learns the connection is ready
+// (cm.Options.Prepare does it during the exchange): a SEND that finds no
+// receive is retried only as often as the client's RNR retry count
+// allows, and fails the client's connection after that. Then run the
+// returned connection's Serve once it is in RTS, or Close it.
+func (s *Server) Attach(pd verbs.PD, qp verbs.QP) (*ServerConn, error) {
+	return s.newConn(pd, qp)
+}
+
+// Serve serves the connection: its send and receive completions go to
+// cq. Every request completion of a poll is handled in turn and their
+// responses go out as one post list. A client may open HERD requests on
+// the connection (ClientConfig.Herd): Serve then also polls the
+// connection's request region, handling every new request of a pass and
+// answering them with the same post list. Stop Serve (end ctx and wait
+// for it to return) before closing the device. Serve returns when ctx
+// ends (nil) or the connection fails, and frees the connection's buffers
+// (it closes c). Serve a connection at most once.
+func (c *ServerConn) Serve(ctx context.Context, cq verbs.CQ) error {
+	if c.closed {
+		return fmt.Errorf("rpc: serving a closed connection: %w", ErrClosed)
+	}
+	defer c.Close()
+	c.ctx = ctx
+	s, qp := c.s, c.qp
+	var err error
 	wc := make([]verbs.WC, 64)
 	var idle idler
 	for {

@@ -8,18 +8,19 @@ import (
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
-// serverConn is one connection's state in Server.Serve. Its completions
-// are routed by kind, each kind a tag of the connection's router: the
-// request receives, the SENDs answering them, and the SENDs answering
-// HERD requests.
-type serverConn struct {
-	s    *Server
-	ctx  context.Context
-	pd   verbs.PD
-	qp   verbs.QP
-	mr   verbs.MR // n receive buffers, then n response buffers
-	n    int
-	size int
+// ServerConn is one connection of a Server, its receives posted (Attach).
+// Its completions are routed by kind, each kind a tag of the
+// connection's router: the request receives, the SENDs answering them,
+// and the SENDs answering HERD requests.
+type ServerConn struct {
+	s      *Server
+	ctx    context.Context // Serve's
+	closed bool
+	pd     verbs.PD
+	qp     verbs.QP
+	mr     verbs.MR // n receive buffers, then n response buffers
+	n      int
+	size   int
 	// Response i answers the request in receive i; receive i is posted
 	// again (recvs[i]) once response i's SEND has completed.
 	recvs []verbs.RecvWR
@@ -35,13 +36,13 @@ type serverConn struct {
 var errStopped = errors.New("rpc: serving stopped")
 
 // newConn registers the connection's buffers and posts its receives.
-func (s *Server) newConn(ctx context.Context, pd verbs.PD, qp verbs.QP) (*serverConn, error) {
+func (s *Server) newConn(pd verbs.PD, qp verbs.QP) (*ServerConn, error) {
 	n, size := s.cfg.Recvs, s.cfg.MaxMessage
 	mr, err := pd.AllocMR(2*n*size, verbs.AccessLocalWrite)
 	if err != nil {
 		return nil, err
 	}
-	c := &serverConn{s: s, ctx: ctx, pd: pd, qp: qp, mr: mr, n: n, size: size,
+	c := &ServerConn{s: s, ctx: context.Background(), pd: pd, qp: qp, mr: mr, n: n, size: size,
 		recvs: make([]verbs.RecvWR, n), sends: make([]verbs.SendWR, 0, n), sgl: make([]verbs.SGE, n)}
 	for _, r := range []struct {
 		tag *verbs.Tag
@@ -63,17 +64,24 @@ func (s *Server) newConn(ctx context.Context, pd verbs.PD, qp verbs.QP) (*server
 	return c, nil
 }
 
-// close releases the connection's buffers.
-func (c *serverConn) close() {
+// Close releases the buffers of a connection that is not served (Serve
+// releases them when it returns); the receives still posted must not
+// complete afterwards, so destroy or reset the QP first, or never connect
+// it. Close is idempotent; do not call it while Serve runs.
+func (c *ServerConn) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
 	if c.herd != nil {
 		c.herd.close()
 	}
-	c.mr.Deregister()
+	return c.mr.Deregister()
 }
 
 // check turns an error completion into the connection's failure, or into
 // errStopped for a flush after Serve's context ended.
-func (c *serverConn) check(w *verbs.WC) error {
+func (c *ServerConn) check(w *verbs.WC) error {
 	if w.Status == verbs.StatusSuccess {
 		return nil
 	}
@@ -84,7 +92,7 @@ func (c *serverConn) check(w *verbs.WC) error {
 }
 
 // request handles the request in a receive and queues its response.
-func (c *serverConn) request(w *verbs.WC) error {
+func (c *ServerConn) request(w *verbs.WC) error {
 	if err := c.check(w); err != nil {
 		return err
 	}
@@ -111,7 +119,7 @@ func (c *serverConn) request(w *verbs.WC) error {
 }
 
 // answered posts a receive again once the SEND of its response is done.
-func (c *serverConn) answered(w *verbs.WC) error {
+func (c *ServerConn) answered(w *verbs.WC) error {
 	if err := c.check(w); err != nil {
 		return err
 	}
@@ -124,7 +132,7 @@ func (c *serverConn) answered(w *verbs.WC) error {
 
 // herdAnswered frees a HERD request slot once the SEND of its response is
 // done.
-func (c *serverConn) herdAnswered(w *verbs.WC) error {
+func (c *ServerConn) herdAnswered(w *verbs.WC) error {
 	if err := c.check(w); err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/stores"
+	"github.com/rdmakit/rdmakit/rpc"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -16,11 +17,15 @@ import (
 // "loop" (the devices are nodes "node" and "client" of the loop fabric
 // named Fabric) or "tcp".
 type Bed struct {
-	Fabric  string
-	Node    verbs.Device // the store's node
-	NodePD  verbs.PD
-	Dev     verbs.Device // the clients'
-	PD      verbs.PD
+	Fabric string
+	Node   verbs.Device // the store's node
+	NodePD verbs.PD
+	Dev    verbs.Device // the clients'
+	PD     verbs.PD
+	// Late serves each connection only once its first request has
+	// arrived (see Late): for tests that the node's receives are posted
+	// when the client connects.
+	Late    bool
 	ctx     context.Context
 	cancel  context.CancelFunc
 	serving sync.WaitGroup
@@ -60,10 +65,18 @@ func NewBed(t testing.TB, scheme string) *Bed {
 	return b
 }
 
-// Connect makes one RC connection from the client device to the node:
-// serve runs the node's end (until the test ends) and the client's QP
-// and CQ are returned, sized for sendWRs and recvWRs.
-func (b *Bed) Connect(t testing.TB, sendWRs, recvWRs int, serve func(ctx context.Context, qp verbs.QP, cq verbs.CQ) error) (verbs.QP, verbs.CQ) {
+// Node is a store's node side: Attach posts a connection's receives
+// (pilaf, prismkv and race servers, stores.Server).
+type Node interface {
+	Attach(qp verbs.QP) (*rpc.ServerConn, error)
+}
+
+// Connect makes one RC connection from the client device to node: the
+// node's receives are posted before the client's QP is connected (so its
+// first request never meets a receiver-not-ready), the node's end is
+// served until the test ends, and the client's QP and CQ are returned,
+// sized for sendWRs and recvWRs.
+func (b *Bed) Connect(t testing.TB, sendWRs, recvWRs int, node Node) (verbs.QP, verbs.CQ) {
 	t.Helper()
 	mk := func(d verbs.Device, pd verbs.PD) (verbs.QP, verbs.CQ) {
 		cq, err := d.CreateCQ(4 * (sendWRs + recvWRs))
@@ -79,16 +92,33 @@ func (b *Bed) Connect(t testing.TB, sendWRs, recvWRs int, serve func(ctx context
 	}
 	cqp, ccq := mk(b.Dev, b.PD)
 	sqp, scq := mk(b.Node, b.NodePD)
-	if err := stores.ConnectClient(cqp, b.Node.Address(), sqp.QPN()); err != nil {
+	if err := sqp.Modify(verbs.QPAttr{State: verbs.StateInit, Access: verbs.AccessAll}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := node.Attach(sqp)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := verbs.ConnectRC(sqp, verbs.AccessAll, b.Dev.Address(), cqp.QPN()); err != nil {
+		conn.Close()
+		t.Fatal(err)
+	}
+	if err := stores.ConnectClient(cqp, b.Node.Address(), sqp.QPN()); err != nil {
+		conn.Close()
 		t.Fatal(err)
 	}
 	b.serving.Add(1)
 	go func() {
 		defer b.serving.Done()
-		if err := serve(b.ctx, sqp, scq); err != nil && b.ctx.Err() == nil {
+		cq := verbs.CQ(scq)
+		if b.Late {
+			var err error
+			if cq, err = Late(b.ctx, scq); err != nil {
+				conn.Close()
+				return
+			}
+		}
+		if err := conn.Serve(b.ctx, cq); err != nil && b.ctx.Err() == nil {
 			t.Errorf("serving a connection: %v", err)
 		}
 	}()
@@ -97,14 +127,14 @@ func (b *Bed) Connect(t testing.TB, sendWRs, recvWRs int, serve func(ctx context
 
 // Clients makes n clients of a store on the bed, one connection each
 // (sized for sendWRs and recvWRs requests, the node's end served by
-// serve), with dial turning a connection into a client. The test's
+// node), with dial turning a connection into a client. The test's
 // cleanup closes them.
-func Clients[C kv.Store](t testing.TB, b *Bed, n, sendWRs, recvWRs int, serve func(ctx context.Context, qp verbs.QP, cq verbs.CQ) error,
+func Clients[C kv.Store](t testing.TB, b *Bed, n, sendWRs, recvWRs int, node Node,
 	dial func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (C, error)) []C {
 	t.Helper()
 	var cs []C
 	for i := 0; i < n; i++ {
-		qp, cq := b.Connect(t, sendWRs, recvWRs, serve)
+		qp, cq := b.Connect(t, sendWRs, recvWRs, node)
 		c, err := dial(context.Background(), b.PD, qp, cq)
 		if err != nil {
 			t.Fatal(err)

@@ -24,7 +24,7 @@ func node(t *testing.T, scheme string, cfg pilaf.Config, clients int) (*kvtest.B
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() }) // after the bed's cleanup stopped the serving
-	cs := kvtest.Clients(t, b, clients, 256, 128, srv.Serve, func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (*pilaf.Client, error) {
+	cs := kvtest.Clients(t, b, clients, 256, 128, srv, func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (*pilaf.Client, error) {
 		return pilaf.NewClient(ctx, pd, qp, cq, pilaf.ClientConfig{})
 	})
 	return b, srv, cs

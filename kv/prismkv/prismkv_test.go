@@ -20,7 +20,7 @@ func node(t *testing.T, scheme string, cfg prismkv.Config, clients int) (*kvtest
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() }) // after the bed's cleanup stopped the serving
-	cs := kvtest.Clients(t, b, clients, 256, 128, srv.Serve, func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (*prismkv.Client, error) {
+	cs := kvtest.Clients(t, b, clients, 256, 128, srv, func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (*prismkv.Client, error) {
 		return prismkv.NewClient(ctx, pd, qp, cq, prismkv.ClientConfig{})
 	})
 	return b, srv, cs

@@ -65,7 +65,7 @@ func node(t *testing.T, scheme string, cfg race.Config, clients int, cache *race
 	if cache != nil { // Smart-HT
 		ccfg.Backoff = &smart.BackoffConfig{C0: 4 * time.Microsecond, Dynamic: true}
 	}
-	cs := kvtest.Clients(t, b, clients, 512, 64, srv.Serve, func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (*race.Client, error) {
+	cs := kvtest.Clients(t, b, clients, 512, 64, srv, func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (*race.Client, error) {
 		return race.NewClient(ctx, pd, qp, cq, ccfg)
 	})
 	return b, srv, cs

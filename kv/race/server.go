@@ -124,6 +124,13 @@ func (s *Server) Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error {
 	return s.rpc.Serve(ctx, s.pd, qp, cq)
 }
 
+// Attach posts a client connection's receives on qp (in INIT or later),
+// before the client can send; serve it with the returned connection's
+// Serve (cq its completions) once it is connected, or Close it.
+func (s *Server) Attach(qp verbs.QP) (*rpc.ServerConn, error) {
+	return s.rpc.Attach(s.pd, qp)
+}
+
 // Depth is the node's current global depth (directory doublings show
 // here).
 func (s *Server) Depth() int { return int(binary.NativeEndian.Uint64(s.mr.Bytes())) }

@@ -97,7 +97,7 @@ func benchClient(b *testing.B, design string) stores.Client {
 		b.Cleanup(rt.Close)
 		o.Runtime, o.Cache = rt, race.NewSlotCache(0)
 	}
-	cs := kvtest.Clients(b, bed, 1, stores.QPCap.MaxSendWR, stores.QPCap.MaxRecvWR, srv.Serve,
+	cs := kvtest.Clients(b, bed, 1, stores.QPCap.MaxSendWR, stores.QPCap.MaxRecvWR, srv,
 		func(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ) (stores.Client, error) {
 			return stores.NewClient(ctx, design, pd, qp, cq, o)
 		})

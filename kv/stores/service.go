@@ -2,11 +2,13 @@ package stores
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/rdmakit/rdmakit/cm"
 	"github.com/rdmakit/rdmakit/memnode"
+	"github.com/rdmakit/rdmakit/rpc"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -85,8 +87,9 @@ func (s *service) Open() (memnode.Session, error) {
 
 // session is one client of a store node.
 type session struct {
-	srv Server
-	cq  verbs.CQ
+	srv  Server
+	cq   verbs.CQ
+	conn *rpc.ServerConn // once prepared
 }
 
 // Options: the client's CQ, QPCap and full access.
@@ -94,10 +97,31 @@ func (s *session) Options() cm.Options {
 	return cm.Options{SendCQ: s.cq, RecvCQ: s.cq, Cap: QPCap, Access: verbs.AccessAll}
 }
 
-// Serve runs the store's server side for the client.
-func (s *session) Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error {
-	return s.srv.Serve(ctx, qp, cq)
+// Prepare posts the client's receives on its new QP, before the node's
+// reply lets the client send its first RPC.
+func (s *session) Prepare(qp verbs.QP) error {
+	c, err := s.srv.Attach(qp)
+	if err != nil {
+		return err
+	}
+	s.conn = c
+	return nil
 }
 
-// Close destroys the client's CQ.
-func (s *session) Close() error { return s.cq.Destroy() }
+// Serve runs the store's server side for the client.
+func (s *session) Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error {
+	if s.conn == nil {
+		return s.srv.Serve(ctx, qp, cq)
+	}
+	return s.conn.Serve(ctx, cq)
+}
+
+// Close frees the client's receive buffers (when never served) and
+// destroys its CQ.
+func (s *session) Close() error {
+	var err error
+	if s.conn != nil {
+		err = s.conn.Close()
+	}
+	return errors.Join(err, s.cq.Destroy())
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/rdmakit/rdmakit/kv/pilaf"
 	"github.com/rdmakit/rdmakit/kv/prismkv"
 	"github.com/rdmakit/rdmakit/kv/race"
+	"github.com/rdmakit/rdmakit/rpc"
 	"github.com/rdmakit/rdmakit/smart"
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -22,8 +23,14 @@ var Designs = []string{"pilaf", "prism-kv", "race", "smart-ht"}
 
 // Server is a design's node side.
 type Server interface {
-	// Serve serves one client connection until ctx ends.
+	// Serve serves one client connection until ctx ends: Attach, then
+	// the connection's Serve.
 	Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error
+	// Attach posts a client connection's receives on its QP (in INIT or
+	// later) before the client can send: the client's first RPC then
+	// never meets a receiver-not-ready. Serve the connection once it is
+	// connected, or Close it.
+	Attach(qp verbs.QP) (*rpc.ServerConn, error)
 	// CPU is the time the node's own threads spent on the store.
 	CPU() time.Duration
 	// Close releases the node's memory; stop serving first.

@@ -25,7 +25,7 @@ func TestSizedForValues(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { srv.Close() }) // before the bed closes the devices
-			qp, cq := bed.Connect(t, stores.QPCap.MaxSendWR, stores.QPCap.MaxRecvWR, srv.Serve)
+			qp, cq := bed.Connect(t, stores.QPCap.MaxSendWR, stores.QPCap.MaxRecvWR, srv)
 			c, err := stores.NewClient(ctx, d, bed.PD, qp, cq, stores.ClientOptions{Slots: 64})
 			if err != nil {
 				t.Fatal(err)
