@@ -362,7 +362,7 @@ func TestPerfConnectNoEcho(t *testing.T) {
 }
 
 func TestNodeSIGINT(t *testing.T) {
-	cmd := exec.Command(os.Args[0], "node", "--uri", "tcp://127.0.0.1:0", "--cm", "127.0.0.1:0", "--metrics", "", "--mem", "64KiB")
+	cmd := exec.Command(os.Args[0], "node", "--log-level", "info", "--uri", "tcp://127.0.0.1:0", "--cm", "127.0.0.1:0", "--metrics", "", "--mem", "64KiB")
 	cmd.Env = append(os.Environ(), "RDMAKIT_TEST_MAIN=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -380,6 +380,14 @@ func TestNodeSIGINT(t *testing.T) {
 	}
 	c := dialNode(t, info.CM, nil)
 	c.do(t, verbs.OpWrite, 0, 8)
+	// The client may be done before the node has finished its side of
+	// the exchange; a signal then would cut it (and the count).
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(stderr.String(), "connection established"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the node never logged the connection: %s", stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
