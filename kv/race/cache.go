@@ -1,13 +1,8 @@
 package race
 
 import (
-	"bytes"
-	"context"
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
-
-	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // SlotCache is Smart-HT's speculative lookup: it maps a key to the slot
@@ -76,64 +71,4 @@ func (sc *SlotCache) drop(key []byte) {
 	sc.mu.Lock()
 	delete(sc.m, string(key))
 	sc.mu.Unlock()
-}
-
-// get tries the speculative path; ok false means: do the full lookup.
-func (sc *SlotCache) get(c *Client, ctx context.Context, key, dst []byte) ([]byte, bool) {
-	if sc == nil {
-		return dst, false
-	}
-	x, ok := sc.lookup(key)
-	if !ok {
-		return dst, false
-	}
-	s, err := c.ops.Acquire(ctx)
-	if err != nil {
-		return dst, false
-	}
-	n := slotUnits(x.word) * blockUnit
-	if n == 0 || n > maxBlock {
-		c.ops.Release(s)
-		sc.drop(key)
-		return dst, false
-	}
-	w := []verbs.SendWR{
-		{Opcode: verbs.OpRead, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: x.addr, RKey: c.rkey},
-		{Opcode: verbs.OpRead, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{s.SGE(offBlock, n)}, RemoteAddr: slotAddr(x.word), RKey: c.rkey},
-	}
-	if err := c.do(ctx, s, w); err != nil {
-		return dst, false // the full lookup reports the error
-	}
-	cur := binary.NativeEndian.Uint64(s.Buf[offCAS:])
-	if cur == x.word && slotUnits(cur) < maxUnits {
-		if k, v, ok := readBlock(s.Buf[offBlock : offBlock+n]); ok && bytes.Equal(k, key) {
-			dst = append(dst, v...)
-			c.ops.Release(s)
-			sc.hits.Add(1)
-			return dst, true
-		}
-	}
-	if cur != 0 && cur != x.word && slotFP(cur) == slotFP(x.word) {
-		// The slot moved on: follow it (the key keeps its slot while it
-		// lives, unless a split moved it).
-		v, found, err := c.readKey(ctx, s, cur, key)
-		if err == nil {
-			c.ops.Release(s)
-			if found {
-				sc.put(key, candidate{addr: x.addr, word: cur, sub: x.sub})
-				sc.hits.Add(1)
-				return append(dst, v...), true
-			}
-			sc.drop(key)
-			sc.misses.Add(1)
-			return dst, false
-		}
-		if err != errRetry {
-			return dst, false
-		}
-	}
-	c.ops.Release(s)
-	sc.drop(key)
-	sc.misses.Add(1)
-	return dst, false
 }

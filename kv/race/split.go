@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/internal/remote"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -14,17 +15,18 @@ import (
 // never wait; writers find the subtable locked and retry.
 //
 //  1. Lock: CAS the lock bit into the control word, then wait until the
-//     writers inside have left.
+//     writers inside have left (lock, drain).
 //  2. If the subtable's depth is the global depth, double the directory
 //     (under the directory lock): copy the entries to the upper half, then
-//     raise the global depth.
+//     raise the global depth (double).
 //  3. Read the subtable and the keys of its blocks; write the new subtable
-//     with the keys whose next hash bit is 1 (same bucket positions).
+//     with the keys whose next hash bit is 1 (same bucket positions)
+//     (classify, copyOut).
 //  4. Point the directory entries of that half at the new subtable, bumping
 //     the versions of all the entries of both halves (under the directory
-//     lock).
+//     lock) (publish, repoint).
 //  5. Clear the moved keys from the old subtable and unlock it with the
-//     new depth.
+//     new depth (clearMoved, unlock).
 //
 // A reader that misses a key because it moved (step 5) sees a changed
 // directory entry (step 4) and looks again; a hit anywhere is current,
@@ -43,95 +45,170 @@ func (c *Client) split(ctx context.Context, sub uint64) (bool, error) {
 			c.ops.Release(s)
 		}
 	}()
-	one := func(w verbs.SendWR) error {
-		w.Flags |= verbs.FlagSignaled
-		return c.do(ctx, s, []verbs.SendWR{w})
-	}
-	read := func(addr uint64, off, n int) error {
-		return one(verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{s.SGE(off, n)}, RemoteAddr: addr, RKey: c.rkey})
-	}
-	cas := func(addr, old, nw uint64) (uint64, error) {
-		w := verbs.SendWR{Opcode: verbs.OpAtomicCmpAndSwp, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: addr, RKey: c.rkey}
-		w.Atomic.Compare[0], w.Atomic.Swap[0] = old, nw
-		if err := one(w); err != nil {
-			return 0, err
-		}
-		return binary.NativeEndian.Uint64(s.Buf[offCAS:]), nil
-	}
-	word := func(off int) uint64 { return binary.NativeEndian.Uint64(s.Buf[off:]) }
 	fail := func(err error) error {
 		released = true // the slot belongs to the failed operation now
 		return c.mapErr(err)
 	}
+	sp := splitter{c: c, ctx: ctx, s: s, sub: sub}
 
 	// 1. Lock the subtable.
-	if err := read(sub, offCtl, 8); err != nil {
+	ok, err := sp.lock()
+	if err != nil {
 		return false, fail(err)
 	}
-	ctl := word(offCtl)
+	if !ok {
+		return false, nil // another client is splitting it: the caller retries
+	}
+	if err := sp.drain(); err != nil {
+		return false, fail(err)
+	}
+	if sp.d >= MaxDepth {
+		if err := sp.unlock(sp.d); err != nil {
+			return false, fail(err)
+		}
+		return false, fmt.Errorf("%w: a subtable at the largest depth (%d) is full", kv.ErrFull, MaxDepth)
+	}
+	nsub, err := c.allocSubtable(ctx)
+	if err != nil {
+		if uerr := sp.unlock(sp.d); uerr != nil {
+			return false, fail(uerr)
+		}
+		return false, c.mapErr(err)
+	}
+	// 3. Copy the moving half into the new subtable.
+	moved, err := sp.classify()
+	if err != nil {
+		return false, fail(err)
+	}
+	if err := sp.copyOut(nsub, moved); err != nil {
+		return false, fail(err)
+	}
+	// 2 and 4, under the directory lock.
+	if err := sp.publish(nsub); err != nil {
+		return false, fail(err)
+	}
+	// 5. Clear the moved slots from the old subtable, then unlock it.
+	if err := sp.clearMoved(moved); err != nil {
+		return false, fail(err)
+	}
+	if err := sp.unlock(sp.d + 1); err != nil {
+		return false, fail(err)
+	}
+	c.splits.Add(1)
+	c.ops.Release(s)
+	released = true
+	return true, c.refreshLocked(ctx)
+}
+
+// splitter is one split in progress: the client's slot, the subtable and
+// its control word as found when locking it.
+type splitter struct {
+	c      *Client
+	ctx    context.Context
+	s      remote.Slot
+	sub    uint64
+	ctl    uint64 // the control word the lock CAS replaced
+	d      uint   // the subtable's local depth
+	suffix uint64
+}
+
+// one runs a single signaled request in the split's slot.
+func (sp *splitter) one(w verbs.SendWR) error {
+	w.Flags |= verbs.FlagSignaled
+	return sp.c.do(sp.ctx, sp.s, []verbs.SendWR{w})
+}
+
+// read READs n bytes at addr into the slot's buffer at off.
+func (sp *splitter) read(addr uint64, off, n int) error {
+	return sp.one(verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{sp.s.SGE(off, n)}, RemoteAddr: addr, RKey: sp.c.rkey})
+}
+
+// cas CASes the word at addr from old to nw and returns the word found.
+func (sp *splitter) cas(addr, old, nw uint64) (uint64, error) {
+	w := verbs.SendWR{Opcode: verbs.OpAtomicCmpAndSwp, SGL: []verbs.SGE{sp.s.SGE(offCAS, 8)}, RemoteAddr: addr, RKey: sp.c.rkey}
+	w.Atomic.Compare[0], w.Atomic.Swap[0] = old, nw
+	if err := sp.one(w); err != nil {
+		return 0, err
+	}
+	return sp.word(offCAS), nil
+}
+
+// word is the 8 bytes at off in the slot's buffer.
+func (sp *splitter) word(off int) uint64 { return binary.NativeEndian.Uint64(sp.s.Buf[off:]) }
+
+// lock CASes the lock bit into the subtable's control word; false when
+// another client holds it.
+func (sp *splitter) lock() (bool, error) {
+	if err := sp.read(sp.sub, offCtl, 8); err != nil {
+		return false, err
+	}
+	ctl := sp.word(offCtl)
 	for {
 		if ctl&ctlLock != 0 {
-			return false, nil // another client is splitting it: the caller retries
+			return false, nil
 		}
-		got, err := cas(sub, ctl, ctl|ctlLock)
+		got, err := sp.cas(sp.sub, ctl, ctl|ctlLock)
 		if err != nil {
-			return false, fail(err)
+			return false, err
 		}
 		if got == ctl {
 			break
 		}
 		ctl = got
 	}
+	sp.ctl, sp.d, sp.suffix = ctl, ctlDepth(ctl), ctlSuffix(ctl)
+	return true, nil
+}
+
+// drain waits until the writers inside the locked subtable have left.
+func (sp *splitter) drain() error {
 	for wait := time.Microsecond; ; wait = min(2*wait, time.Millisecond) {
-		if err := read(sub, offCtl, 8); err != nil {
-			return false, fail(err)
+		if err := sp.read(sp.sub, offCtl, 8); err != nil {
+			return err
 		}
-		if word(offCtl)&ctlCount == 0 {
-			break
+		if sp.word(offCtl)&ctlCount == 0 {
+			return nil
 		}
 		time.Sleep(wait)
 	}
-	d, suffix := ctlDepth(ctl), ctlSuffix(ctl)
-	// unlock sets the depth and clears the lock by CAS: writers that
-	// found the subtable locked are still leaving (their FETCH_AND_ADD of
-	// -1 is on its way), so the count must be kept, never overwritten.
-	unlock := func(depth uint) error {
-		cur := ctl | ctlLock
-		for {
-			got, err := cas(sub, cur, cur&ctlCount|mkCtl(depth, suffix, false))
-			if err != nil {
-				return err
-			}
-			if got == cur {
-				return nil
-			}
-			cur = got
-		}
-	}
-	if d >= MaxDepth {
-		if err := unlock(d); err != nil {
-			return false, fail(err)
-		}
-		return false, fmt.Errorf("%w: a subtable at the largest depth (%d) is full", kv.ErrFull, MaxDepth)
-	}
+}
 
-	// A new subtable.
+// unlock sets the depth and clears the lock by CAS: writers that found
+// the subtable locked are still leaving (their FETCH_AND_ADD of -1 is on
+// its way), so the count must be kept, never overwritten.
+func (sp *splitter) unlock(depth uint) error {
+	cur := sp.ctl | ctlLock
+	for {
+		got, err := sp.cas(sp.sub, cur, cur&ctlCount|mkCtl(depth, sp.suffix, false))
+		if err != nil {
+			return err
+		}
+		if got == cur {
+			return nil
+		}
+		cur = got
+	}
+}
+
+// allocSubtable asks the node for the new subtable's memory.
+func (c *Client) allocSubtable(ctx context.Context) (uint64, error) {
 	var req [4]byte
 	var resp [8]byte
 	binary.LittleEndian.PutUint32(req[:], subtableSize)
 	if _, err := c.rpc.Call(ctx, methodAlloc, req[:], resp[:]); err != nil {
-		if uerr := unlock(d); uerr != nil {
-			return false, fail(uerr)
-		}
-		return false, c.mapErr(err)
+		return 0, err
 	}
-	nsub := binary.LittleEndian.Uint64(resp[:])
+	return binary.LittleEndian.Uint64(resp[:]), nil
+}
 
-	// 3. Read the subtable; find each key's next hash bit.
+// classify reads the subtable into the directory buffer and the key of
+// each slot's block: moved marks the slots whose key's next hash bit is 1.
+func (sp *splitter) classify() ([]bool, error) {
+	c := sp.c
 	img := c.dirMR.Bytes()[:subtableSize]
 	dirSGE := verbs.SGE{Addr: c.dirMR.Addr(), Length: subtableSize, LKey: c.dirMR.LKey()}
-	if err := one(verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{dirSGE}, RemoteAddr: sub, RKey: c.rkey}); err != nil {
-		return false, fail(err)
+	if err := sp.one(verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{dirSGE}, RemoteAddr: sp.sub, RKey: c.rkey}); err != nil {
+		return nil, err
 	}
 	moved := make([]bool, Groups*3*bucketSlots)
 	for i := range moved {
@@ -140,99 +217,133 @@ func (c *Client) split(ctx context.Context, sub uint64) (bool, error) {
 			continue
 		}
 		n := min(slotUnits(w)*blockUnit, blockHead+kv.MaxKey)
-		if err := read(slotAddr(w), offBlock, n); err != nil {
-			return false, fail(err)
+		if err := sp.read(slotAddr(w), offBlock, n); err != nil {
+			return nil, err
 		}
-		kl := int(binary.LittleEndian.Uint16(s.Buf[offBlock:]))
+		b := sp.s.Buf[offBlock:]
+		kl := int(binary.LittleEndian.Uint16(b))
 		if kl == 0 || blockHead+kl > n {
 			continue // cannot be: blocks are written before their slots
 		}
-		h := kv.Hash(s.Buf[offBlock+blockHead : offBlock+blockHead+kl])
-		moved[i] = h>>d&1 == 1
+		h := kv.Hash(b[blockHead : blockHead+kl])
+		moved[i] = h>>sp.d&1 == 1
 	}
-	// The new subtable: the moved slots, at the same positions.
-	out := s.Buf[offNew : offNew+subtableSize]
+	return moved, nil
+}
+
+// copyOut writes the new subtable at nsub: the moved slots of the image
+// classify read, at the same positions, under a control word of the next
+// depth and the suffix with that bit set.
+func (sp *splitter) copyOut(nsub uint64, moved []bool) error {
+	img := sp.c.dirMR.Bytes()[:subtableSize]
+	out := sp.s.Buf[offNew : offNew+subtableSize]
 	clear(out)
-	binary.NativeEndian.PutUint64(out, mkCtl(d+1, suffix|1<<d, false))
+	binary.NativeEndian.PutUint64(out, mkCtl(sp.d+1, sp.suffix|1<<sp.d, false))
 	for i, m := range moved {
 		if m {
 			copy(out[ctlBytes+8*i:ctlBytes+8*i+8], img[ctlBytes+8*i:])
 		}
 	}
-	if err := one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{s.SGE(offNew, subtableSize)}, RemoteAddr: nsub, RKey: c.rkey}); err != nil {
-		return false, fail(err)
-	}
+	return sp.one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{sp.s.SGE(offNew, subtableSize)}, RemoteAddr: nsub, RKey: sp.c.rkey})
+}
 
-	// 2 and 4, under the directory lock.
+// publish points the directory at the two halves (steps 2 and 4) under
+// the directory lock: read the global depth and the directory, double it
+// when the subtable is at the global depth, repoint and version the
+// entries, write them back, and release the lock.
+func (sp *splitter) publish(nsub uint64) error {
+	c := sp.c
+	if err := sp.lockDir(); err != nil {
+		return err
+	}
+	if err := sp.read(c.base, offDepth, 8); err != nil {
+		return err
+	}
+	gd := uint(sp.word(offDepth))
+	if err := sp.one(verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{sp.dirSGE(0, 1<<gd)}, RemoteAddr: c.base + dirOff, RKey: c.rkey}); err != nil {
+		return err
+	}
+	if sp.d == gd {
+		var err error
+		if gd, err = sp.double(gd); err != nil {
+			return err
+		}
+	}
+	sp.repoint(gd, nsub)
+	if err := sp.one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{sp.dirSGE(0, 1<<gd)}, RemoteAddr: c.base + dirOff, RKey: c.rkey}); err != nil {
+		return err
+	}
+	binary.NativeEndian.PutUint64(sp.s.Buf[offCAS:], 0) // unlock the directory
+	return sp.one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{sp.s.SGE(offCAS, 8)}, RemoteAddr: c.base + 8, RKey: c.rkey})
+}
+
+// dirSGE describes n directory entries from entry i of the client's
+// directory buffer.
+func (sp *splitter) dirSGE(i, n int) verbs.SGE {
+	return verbs.SGE{Addr: sp.c.dirMR.Addr() + uint64(8*i), Length: uint32(8 * n), LKey: sp.c.dirMR.LKey()}
+}
+
+// lockDir takes the directory lock: CAS the client's id into it, backing
+// off while another client holds it.
+func (sp *splitter) lockDir() error {
 	for wait := time.Microsecond; ; wait = min(2*wait, time.Millisecond) {
-		got, err := cas(c.base+8, 0, c.id)
+		got, err := sp.cas(sp.c.base+8, 0, sp.c.id)
 		if err != nil {
-			return false, fail(err)
+			return err
 		}
 		if got == 0 {
-			break
+			return nil
 		}
 		time.Sleep(wait)
 	}
-	if err := read(c.base, offDepth, 8); err != nil {
-		return false, fail(err)
-	}
-	gd := uint(word(offDepth))
+}
+
+// double doubles the directory of global depth gd: it writes a copy of
+// the entries as the upper half, then the raised global depth, and
+// returns it.
+func (sp *splitter) double(gd uint) (uint, error) {
+	c := sp.c
 	dirBuf := c.dirMR.Bytes()
-	dirAll := func(n int) verbs.SGE {
-		return verbs.SGE{Addr: c.dirMR.Addr(), Length: uint32(8 * n), LKey: c.dirMR.LKey()}
+	copy(dirBuf[8<<gd:16<<gd], dirBuf[:8<<gd])
+	if err := sp.one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{sp.dirSGE(1<<gd, 1<<gd)}, RemoteAddr: c.base + dirOff + 8<<gd, RKey: c.rkey}); err != nil {
+		return gd, err
 	}
-	if err := one(verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{dirAll(1 << gd)}, RemoteAddr: c.base + dirOff, RKey: c.rkey}); err != nil {
-		return false, fail(err)
+	gd++
+	binary.NativeEndian.PutUint64(sp.s.Buf[offDepth:], uint64(gd))
+	if err := sp.one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{sp.s.SGE(offDepth, 8)}, RemoteAddr: c.base, RKey: c.rkey}); err != nil {
+		return gd, err
 	}
-	if d == gd {
-		copy(dirBuf[8<<gd:16<<gd], dirBuf[:8<<gd])
-		upper := verbs.SGE{Addr: c.dirMR.Addr() + 8<<gd, Length: uint32(8 << gd), LKey: c.dirMR.LKey()}
-		if err := one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{upper}, RemoteAddr: c.base + dirOff + 8<<gd, RKey: c.rkey}); err != nil {
-			return false, fail(err)
-		}
-		gd++
-		binary.NativeEndian.PutUint64(s.Buf[offDepth:], uint64(gd))
-		if err := one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{s.SGE(offDepth, 8)}, RemoteAddr: c.base, RKey: c.rkey}); err != nil {
-			return false, fail(err)
-		}
-	}
+	return gd, nil
+}
+
+// repoint rewrites, in the directory buffer, the entries that pointed at
+// the subtable: those whose next index bit is 1 at nsub, all of them at
+// the next depth with their versions bumped.
+func (sp *splitter) repoint(gd uint, nsub uint64) {
+	dirBuf := sp.c.dirMR.Bytes()
 	for i := 0; i < 1<<gd; i++ {
 		e := binary.NativeEndian.Uint64(dirBuf[8*i:])
-		if dirAddr(e) != sub {
+		if dirAddr(e) != sp.sub {
 			continue
 		}
-		target := sub
-		if i>>d&1 == 1 {
+		target := sp.sub
+		if i>>sp.d&1 == 1 {
 			target = nsub
 		}
-		binary.NativeEndian.PutUint64(dirBuf[8*i:], mkDir(target, d+1, dirVersion(e)+1))
+		binary.NativeEndian.PutUint64(dirBuf[8*i:], mkDir(target, sp.d+1, dirVersion(e)+1))
 	}
-	if err := one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{dirAll(1 << gd)}, RemoteAddr: c.base + dirOff, RKey: c.rkey}); err != nil {
-		return false, fail(err)
-	}
-	binary.NativeEndian.PutUint64(s.Buf[offCAS:], 0)
-	if err := one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: c.base + 8, RKey: c.rkey}); err != nil {
-		return false, fail(err)
-	}
+}
 
-	// 5. Clear the moved slots from the old subtable, then unlock it.
-	if err := read(sub, offNew, subtableSize); err != nil { // (unchanged since step 3: no writer ran)
-		return false, fail(err)
+// clearMoved reads the old subtable again (unchanged since classify: no
+// writer ran) and writes its slots back with the moved ones cleared.
+func (sp *splitter) clearMoved(moved []bool) error {
+	if err := sp.read(sp.sub, offNew, subtableSize); err != nil {
+		return err
 	}
 	for i, m := range moved {
 		if m {
-			clear(s.Buf[offNew+ctlBytes+8*i : offNew+ctlBytes+8*i+8])
+			clear(sp.s.Buf[offNew+ctlBytes+8*i : offNew+ctlBytes+8*i+8])
 		}
 	}
-	if err := one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{s.SGE(offNew+ctlBytes, subtableSize-ctlBytes)}, RemoteAddr: sub + ctlBytes, RKey: c.rkey}); err != nil {
-		return false, fail(err)
-	}
-	if err := unlock(d + 1); err != nil {
-		return false, fail(err)
-	}
-	c.splits.Add(1)
-	c.ops.Release(s)
-	released = true
-	return true, c.refreshLocked(ctx)
+	return sp.one(verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{sp.s.SGE(offNew+ctlBytes, subtableSize-ctlBytes)}, RemoteAddr: sp.sub + ctlBytes, RKey: sp.c.rkey})
 }
