@@ -30,14 +30,21 @@ type CQ struct {
 	ring    []cqe // a power of two entries, at least depth
 	mask    uint64
 	depth   uint64
-	head    uint64
-	tail    uint64
-	overrun bool
-	armed   uint8
+	head    uint64 // guarded by mu
+	tail    uint64 // guarded by mu; behind stail while a QP has the CQ alone (solo.go)
+	overrun atomic.Bool
+	armed   atomic.Uint32
 	ev      chan struct{}
 	done    chan struct{}
-	closed  bool
+	closed  atomic.Bool
 	users   atomic.Int32
+
+	// The producer side without mu, for a CQ that one QP has alone
+	// (solo.go): its send completions are written under its own lock.
+	solo  atomic.Pointer[QP]
+	stail atomic.Uint64 // the tail as that QP publishes it
+	shead atomic.Uint64 // head as last published to it, at most head
+	lazy  uint64        // how far head may run ahead of shead
 }
 
 var _ verbs.CQ = (*CQ)(nil)
@@ -48,7 +55,7 @@ func newCQ(n *Node, depth int) *CQ {
 		size <<= 1
 	}
 	return &CQ{node: n, ring: make([]cqe, size), mask: uint64(size - 1), depth: uint64(depth),
-		ev: make(chan struct{}, 1), done: make(chan struct{})}
+		lazy: uint64(max(depth/4, 1)), ev: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // push appends a completion. It returns false when the CQ is full: the
@@ -68,6 +75,9 @@ func (c *CQ) push(wc *verbs.WC, qp *QP, seq uint64, solicited bool) bool {
 // pushSend is push for a send completion, written in place (no WC built
 // and copied on the way: the READ path is this short).
 func (c *CQ) pushSend(id uint64, st verbs.Status, op verbs.WCOpcode, n uint32, result uint64, qp *QP, seq uint64) bool {
+	if c.solo.Load() == qp {
+		return c.pushSolo(id, st, op, n, result, qp, seq)
+	}
 	c.mu.Lock()
 	e, ok := c.reserveLocked()
 	if e != nil {
@@ -82,11 +92,12 @@ func (c *CQ) pushSend(id uint64, st verbs.Status, op verbs.WCOpcode, n uint32, r
 // with ok for a closed CQ (the completion is dropped), without ok when the
 // CQ is full (it enters overrun). c.mu is held.
 func (c *CQ) reserveLocked() (e *cqe, ok bool) {
-	if c.closed {
+	if c.closed.Load() {
 		return nil, true
 	}
-	if c.overrun || c.tail-c.head >= c.depth {
-		c.overrun = true
+	c.syncLocked()
+	if c.overrun.Load() || c.tail-c.head >= c.depth {
+		c.overrun.Store(true)
 		c.signal()
 		return nil, false
 	}
@@ -100,14 +111,14 @@ func (c *CQ) commitLocked(e *cqe, qp *QP, seq uint64, solicited bool) {
 	e.qp = qp
 	e.seq = seq
 	c.tail++
-	if c.armed == armAny || (c.armed == armSolicited && solicited) {
+	if a := c.armed.Load(); a == armAny || (a == armSolicited && solicited) {
 		c.signal()
 	}
 }
 
 // signal delivers a completion event; the caller holds c.mu.
 func (c *CQ) signal() {
-	c.armed = armNone
+	c.armed.Store(armNone)
 	select {
 	case c.ev <- struct{}{}:
 	default:
@@ -117,6 +128,7 @@ func (c *CQ) signal() {
 // Poll implements verbs.CQ.
 func (c *CQ) Poll(wc []verbs.WC) (int, error) {
 	c.mu.Lock()
+	c.syncLocked()
 	if c.tail == c.head && len(wc) > 0 {
 		if p := c.node.progress; p != nil {
 			// Nothing queued: drive the transport once (read what the
@@ -124,6 +136,7 @@ func (c *CQ) Poll(wc []verbs.WC) (int, error) {
 			c.mu.Unlock()
 			p()
 			c.mu.Lock()
+			c.syncLocked()
 		}
 	}
 	head := c.head
@@ -150,7 +163,10 @@ func (c *CQ) Poll(wc []verbs.WC) (int, error) {
 		head++
 	}
 	c.head = head
-	over := c.overrun
+	if head-c.shead.Load() >= c.lazy && c.solo.Load() != nil {
+		c.shead.Store(head)
+	}
+	over := c.overrun.Load()
 	c.mu.Unlock()
 	if over {
 		return n, verbs.ErrCQOverrun
@@ -162,6 +178,7 @@ func (c *CQ) Poll(wc []verbs.WC) (int, error) {
 func (c *CQ) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.syncLocked()
 	return int(c.tail - c.head)
 }
 
@@ -169,15 +186,15 @@ func (c *CQ) Len() int {
 func (c *CQ) ReqNotify(solicitedOnly bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed.Load() {
 		return verbs.ErrClosed
 	}
 	if solicitedOnly {
-		if c.armed != armAny {
-			c.armed = armSolicited
+		if c.armed.Load() != armAny {
+			c.armed.Store(armSolicited)
 		}
 	} else {
-		c.armed = armAny
+		c.armed.Store(armAny)
 	}
 	return nil
 }
@@ -215,8 +232,8 @@ func (c *CQ) Destroy() error {
 func (c *CQ) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.closed {
-		c.closed = true
+	if !c.closed.Load() {
+		c.closed.Store(true)
 		close(c.done)
 	}
 }

@@ -168,8 +168,8 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 		srq.rq.mu.Unlock()
 	}
 	q.sq.init(max(c.MaxSendWR, 1), max(c.MaxSendSGE, 1), c.MaxInlineData)
-	scq.users.Add(1)
-	rcq.users.Add(1)
+	scq.attach(q, scq == rcq && srq == nil)
+	rcq.attach(q, false)
 	pd.qps.Add(1)
 	n.addQP(q)
 	q.published()
@@ -363,6 +363,9 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
 	if q.srq != nil {
 		return &verbs.PostError{Err: fmt.Errorf("%w: QP uses an SRQ", verbs.ErrInvalidArg)}
 	}
+	if c := q.recvCQ; c.solo.Load() == q {
+		c.endSolo(q) // a responder may complete a receive on another goroutine
+	}
 	s := q.State()
 	if s == verbs.StateReset {
 		return &verbs.PostError{Err: fmt.Errorf("%w: post receive in %v", verbs.ErrInvalidState, s)}
@@ -397,6 +400,7 @@ func (q *QP) Destroy() error {
 	q.published()
 	q.mu.Unlock()
 	q.node.removeQP(q)
+	q.sendCQ.endSolo(q)
 	q.sendCQ.users.Add(-1)
 	q.recvCQ.users.Add(-1)
 	if q.srq != nil {
