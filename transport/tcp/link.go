@@ -29,8 +29,14 @@ type link struct {
 	spare   []byte
 	writing bool
 	queued  int64 // requests in out, not yet written
-	dead    bool
-	err     error
+	// flushers counts the Flush calls that found requests queued since
+	// the last write; shared is a saturating count of recent writes that
+	// carried more than one flusher's requests: evidence of concurrent
+	// posters, the only ones a yield before the write can batch.
+	flushers int
+	shared   int
+	dead     bool
+	err      error
 
 	// Liveness (Progressed): lastRecv is when bytes from the peer last
 	// arrived (unix nanoseconds), lastBulk when the socket last took a
@@ -162,14 +168,23 @@ func (l *link) Flush() error {
 		}
 		l.dev.waitOpen(l.address)
 	}
-	// With requests of earlier posts on the wire (concurrent posters), let the
-	// goroutines that are ready to post append their requests first: one
-	// yield, and they share this write, the software doorbell batching of
-	// requests from many tasks. A lone request is written at once.
+	// With requests of earlier posts on the wire and other goroutines
+	// posting on this link lately (concurrent posters), let the goroutines
+	// that are ready to post append their requests first: one yield, and
+	// they share this write, the software doorbell batching of requests
+	// from many tasks. A lone request is written at once, and so is a
+	// lone poster's: its earlier requests are on the wire only because
+	// their answers have not been read yet, and a yield would put reading
+	// them (or whatever else is runnable) before this request — for a
+	// service that answers a SEND with a SEND, the answer's whole wait.
 	l.mu.Lock()
 	onWire := l.pending.Load() - l.queued
+	if len(l.out) > 0 {
+		l.flushers++
+	}
+	yield := onWire > 0 && l.shared > 0
 	l.mu.Unlock()
-	if onWire > 0 {
+	if yield {
 		runtime.Gosched()
 	}
 	l.mu.Lock()
@@ -179,6 +194,12 @@ func (l *link) Flush() error {
 		buf := l.out
 		l.out = l.spare[:0]
 		l.queued = 0
+		if l.flushers > 1 {
+			l.shared = min(l.shared+1, sharedMemory)
+		} else if l.shared > 0 {
+			l.shared--
+		}
+		l.flushers = 0
 		l.mu.Unlock()
 		err := l.write(buf)
 		l.mu.Lock()
@@ -196,6 +217,10 @@ func (l *link) Flush() error {
 	}
 	return l.err
 }
+
+// sharedMemory is how many writes of a single poster's requests it takes
+// to stop yielding after writes that carried several posters' requests.
+const sharedMemory = 8
 
 // writeChunk is how much a flush writes between progress marks.
 const writeChunk = 256 << 10
