@@ -56,12 +56,16 @@ type link struct {
 	// link's own goroutine after the poller wakes it, or an application
 	// goroutine polling a CQ (progress). missed asks the holder to read
 	// once more before letting go.
-	raw     *rawReader
-	fr      *frameReader
-	tok     atomic.Int32
-	missed  atomic.Bool
-	pending atomic.Int64 // requests appended and not yet answered
-	resp    nic.Response
+	raw    *rawReader
+	fr     *frameReader
+	tok    atomic.Int32
+	missed atomic.Bool
+	// parked says the link's goroutine waits in read for the holder of
+	// tok to let go; released is how the holder tells it (one slot).
+	parked   atomic.Bool
+	released chan struct{}
+	pending  atomic.Int64 // requests appended and not yet answered
+	resp     nic.Response
 }
 
 var _ nic.Link = (*link)(nil)
@@ -114,7 +118,8 @@ func dial(d *device, address, hostport string) (*link, error) {
 		return nil, err
 	}
 	fr.r = raw
-	l := &link{dev: d, address: address, conn: c, done: make(chan struct{}), raw: raw, fr: fr}
+	l := &link{dev: d, address: address, conn: c, done: make(chan struct{}), raw: raw, fr: fr,
+		released: make(chan struct{}, 1)}
 	l.cond.L = &l.mu
 	l.lastRecv.Store(time.Now().UnixNano())
 	go l.read()
@@ -269,10 +274,12 @@ func (l *link) read() {
 		if !got {
 			// Ask the holder to read once more, then check again: either it
 			// sees the request as it lets go, or it has let go already.
+			l.parked.Store(true)
 			l.missed.Store(true)
 			got = l.tok.CompareAndSwap(0, 1)
 		}
 		if got {
+			l.parked.Store(false)
 			if err := l.drain(); err != nil {
 				l.tok.Store(0)
 				l.fail(err)
@@ -283,7 +290,15 @@ func (l *link) read() {
 				return
 			}
 		} else {
-			runtime.Gosched()
+			// The holder reads what is there; wait until it lets go rather
+			// than poll a socket that stays readable until then. Spinning
+			// here took the CPU from a holder the kernel had preempted (on
+			// a loaded machine, for milliseconds).
+			select {
+			case <-l.released:
+			case <-l.done:
+				return
+			}
 		}
 		if l.isDead() {
 			return
@@ -327,11 +342,23 @@ func (l *link) release() error {
 	for {
 		l.tok.Store(0)
 		if !l.missed.Swap(false) || !l.tok.CompareAndSwap(0, 1) {
+			l.wake()
 			return nil
 		}
 		if err := l.drain(); err != nil {
 			l.tok.Store(0)
 			return err
+		}
+	}
+}
+
+// wake tells the link's goroutine, if it waits for tok, that tok was let
+// go. A stale wake-up costs it one more look at the socket.
+func (l *link) wake() {
+	if l.parked.Swap(false) {
+		select {
+		case l.released <- struct{}{}:
+		default:
 		}
 	}
 }
