@@ -50,7 +50,8 @@ func (provider) Scheme() string { return Scheme }
 //	                  map (nic.MR.FD), e.g. for inspection by a test
 //	spin=D            how long the soft NIC keeps polling a connection after
 //	                  its last request before it parks (default 50µs; 0
-//	                  parks at once)
+//	                  parks at once); it yields after every empty read, so
+//	                  a goroutine a request woke runs at once
 //	doorbell=wr       one write system call per work request instead of one
 //	                  per post list (doorbell=list, the default): the
 //	                  no-batching side of the guideline, for comparison

@@ -29,8 +29,14 @@ type link struct {
 	spare   []byte
 	writing bool
 	queued  int64 // requests in out, not yet written
-	dead    bool
-	err     error
+	// flushers counts the Flush calls that found requests queued since
+	// the last write; shared is a saturating count of recent writes that
+	// carried more than one flusher's requests: evidence of concurrent
+	// posters, the only ones a yield before the write can batch.
+	flushers int
+	shared   int
+	dead     bool
+	err      error
 
 	// Liveness (Progressed): lastRecv is when bytes from the peer last
 	// arrived (unix nanoseconds), lastBulk when the socket last took a
@@ -50,12 +56,16 @@ type link struct {
 	// link's own goroutine after the poller wakes it, or an application
 	// goroutine polling a CQ (progress). missed asks the holder to read
 	// once more before letting go.
-	raw     *rawReader
-	fr      *frameReader
-	tok     atomic.Int32
-	missed  atomic.Bool
-	pending atomic.Int64 // requests appended and not yet answered
-	resp    nic.Response
+	raw    *rawReader
+	fr     *frameReader
+	tok    atomic.Int32
+	missed atomic.Bool
+	// parked says the link's goroutine waits in read for the holder of
+	// tok to let go; released is how the holder tells it (one slot).
+	parked   atomic.Bool
+	released chan struct{}
+	pending  atomic.Int64 // requests appended and not yet answered
+	resp     nic.Response
 }
 
 var _ nic.Link = (*link)(nil)
@@ -108,7 +118,8 @@ func dial(d *device, address, hostport string) (*link, error) {
 		return nil, err
 	}
 	fr.r = raw
-	l := &link{dev: d, address: address, conn: c, done: make(chan struct{}), raw: raw, fr: fr}
+	l := &link{dev: d, address: address, conn: c, done: make(chan struct{}), raw: raw, fr: fr,
+		released: make(chan struct{}, 1)}
 	l.cond.L = &l.mu
 	l.lastRecv.Store(time.Now().UnixNano())
 	go l.read()
@@ -162,14 +173,23 @@ func (l *link) Flush() error {
 		}
 		l.dev.waitOpen(l.address)
 	}
-	// With requests of earlier posts on the wire (concurrent posters), let the
-	// goroutines that are ready to post append their requests first: one
-	// yield, and they share this write, the software doorbell batching of
-	// requests from many tasks. A lone request is written at once.
+	// With requests of earlier posts on the wire and other goroutines
+	// posting on this link lately (concurrent posters), let the goroutines
+	// that are ready to post append their requests first: one yield, and
+	// they share this write, the software doorbell batching of requests
+	// from many tasks. A lone request is written at once, and so is a
+	// lone poster's: its earlier requests are on the wire only because
+	// their answers have not been read yet, and a yield would put reading
+	// them (or whatever else is runnable) before this request — for a
+	// service that answers a SEND with a SEND, the answer's whole wait.
 	l.mu.Lock()
 	onWire := l.pending.Load() - l.queued
+	if len(l.out) > 0 {
+		l.flushers++
+	}
+	yield := onWire > 0 && l.shared > 0
 	l.mu.Unlock()
-	if onWire > 0 {
+	if yield {
 		runtime.Gosched()
 	}
 	l.mu.Lock()
@@ -179,6 +199,12 @@ func (l *link) Flush() error {
 		buf := l.out
 		l.out = l.spare[:0]
 		l.queued = 0
+		if l.flushers > 1 {
+			l.shared = min(l.shared+1, sharedMemory)
+		} else if l.shared > 0 {
+			l.shared--
+		}
+		l.flushers = 0
 		l.mu.Unlock()
 		err := l.write(buf)
 		l.mu.Lock()
@@ -196,6 +222,10 @@ func (l *link) Flush() error {
 	}
 	return l.err
 }
+
+// sharedMemory is how many writes of a single poster's requests it takes
+// to stop yielding after writes that carried several posters' requests.
+const sharedMemory = 8
 
 // writeChunk is how much a flush writes between progress marks.
 const writeChunk = 256 << 10
@@ -244,10 +274,12 @@ func (l *link) read() {
 		if !got {
 			// Ask the holder to read once more, then check again: either it
 			// sees the request as it lets go, or it has let go already.
+			l.parked.Store(true)
 			l.missed.Store(true)
 			got = l.tok.CompareAndSwap(0, 1)
 		}
 		if got {
+			l.parked.Store(false)
 			if err := l.drain(); err != nil {
 				l.tok.Store(0)
 				l.fail(err)
@@ -258,7 +290,15 @@ func (l *link) read() {
 				return
 			}
 		} else {
-			runtime.Gosched()
+			// The holder reads what is there; wait until it lets go rather
+			// than poll a socket that stays readable until then. Spinning
+			// here took the CPU from a holder the kernel had preempted (on
+			// a loaded machine, for milliseconds).
+			select {
+			case <-l.released:
+			case <-l.done:
+				return
+			}
 		}
 		if l.isDead() {
 			return
@@ -302,11 +342,23 @@ func (l *link) release() error {
 	for {
 		l.tok.Store(0)
 		if !l.missed.Swap(false) || !l.tok.CompareAndSwap(0, 1) {
+			l.wake()
 			return nil
 		}
 		if err := l.drain(); err != nil {
 			l.tok.Store(0)
 			return err
+		}
+	}
+}
+
+// wake tells the link's goroutine, if it waits for tok, that tok was let
+// go. A stale wake-up costs it one more look at the socket.
+func (l *link) wake() {
+	if l.parked.Swap(false) {
+		select {
+		case l.released <- struct{}{}:
+		default:
 		}
 	}
 }
