@@ -41,5 +41,5 @@ func TestEquivalenceInProcess(t *testing.T) {
 // TestEquivalenceCrossProcess is TestEquivalenceInProcess with the
 // responder's device in a node process.
 func TestEquivalenceCrossProcess(t *testing.T) {
-	verbstest.Equivalence(t, crossProcess{node: sharedNode.get}, loopReference{})
+	verbstest.Equivalence(t, crossProcess(sharedNode.Get), loopReference{})
 }
