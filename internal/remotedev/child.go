@@ -73,7 +73,8 @@ func onExit(f func()) {
 }
 
 // Command is the command that runs this test binary as a child playing
-// role with arg. Its stderr is this process's; the caller sets up stdin
+// role with arg (its environment ends with the variable that says so).
+// Its stderr is this process's; the caller sets up stdin
 // and stdout and starts it.
 func Command(role, arg string) (*exec.Cmd, error) {
 	exe, err := os.Executable()
@@ -81,7 +82,9 @@ func Command(role, arg string) (*exec.Cmd, error) {
 		return nil, fmt.Errorf("remotedev: the test binary: %w", err)
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+role+":"+arg)
+	// The race runtime sleeps a second at exit unless told not to.
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	cmd.Env = append(os.Environ(), "GORACE="+gorace, childEnv+"="+role+":"+arg)
 	cmd.Stderr = os.Stderr
 	return cmd, nil
 }

@@ -8,28 +8,26 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/rdmakit/rdmakit/internal/remotedev"
 	"github.com/rdmakit/rdmakit/transport/shm/internal/shmem"
 	"golang.org/x/sys/unix"
 )
-
-// childEnv, when set, makes the test binary a child process playing the
-// role it names (see runChild).
-const childEnv = "RING_TEST_CHILD"
 
 // childLimit bounds a child's life, so that no child outlives a failed or
 // killed test run for long.
 const childLimit = 30 * time.Second
 
-func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runChild(role))
+// TestMain lets the test binary play the roles of runChild.
+func TestMain(m *testing.M) { remotedev.TestMain(m) }
+
+func init() {
+	for _, role := range []string{"stream", "hang"} {
+		remotedev.Role(role, func(string) int { return runChild(role) })
 	}
-	os.Exit(m.Run())
 }
 
 // Stream test parameters, shared by parent and child.
@@ -179,10 +177,11 @@ type child struct {
 // its descriptor 3. The test's cleanup kills it if it still runs.
 func startChild(t *testing.T, role string, sock *os.File) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
-	// The race runtime sleeps a second at exit unless told not to.
-	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	c.cmd.Env = append(os.Environ(), "GORACE="+gorace, childEnv+"="+role)
+	cmd, err := remotedev.Command(role, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd}
 	c.cmd.ExtraFiles = []*os.File{sock}
 	c.cmd.Stdout = &c.out
 	c.cmd.Stderr = &c.out

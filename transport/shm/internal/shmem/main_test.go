@@ -9,30 +9,25 @@ import (
 	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/internal/remotedev"
 	"golang.org/x/sys/unix"
-)
-
-// childEnv, when set, makes the test binary a child process playing the
-// role it names (see runChild); childArgEnv carries the role's argument.
-const (
-	childEnv    = "SHMEM_TEST_CHILD"
-	childArgEnv = "SHMEM_TEST_CHILD_ARG"
 )
 
 // childLimit bounds a child's life, so that no child outlives a failed
 // or killed test run for long.
 const childLimit = 20 * time.Second
 
-func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runChild(role, os.Getenv(childArgEnv)))
+// TestMain lets the test binary play the roles of runChild.
+func TestMain(m *testing.M) { remotedev.TestMain(m) }
+
+func init() {
+	for _, role := range []string{"exchange", "futex-wait", "count", "hold"} {
+		remotedev.Role(role, func(arg string) int { return runChild(role, arg) })
 	}
-	os.Exit(m.Run())
 }
 
 // Layout of the segment the lock and futex children share with the
@@ -219,10 +214,11 @@ type child struct {
 // as descriptors 3, 4, …. The test's cleanup kills it if it still runs.
 func startChild(t *testing.T, role, arg string, files ...*os.File) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(os.Args[0])}
-	// The race runtime sleeps a second at exit unless told not to.
-	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	c.cmd.Env = append(os.Environ(), "GORACE="+gorace, childEnv+"="+role, childArgEnv+"="+arg)
+	cmd, err := remotedev.Command(role, arg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd}
 	c.cmd.ExtraFiles = files
 	c.cmd.Stdout = &c.out
 	c.cmd.Stderr = &c.out
@@ -242,7 +238,7 @@ func startChild(t *testing.T, role, arg string, files ...*os.File) *child {
 func (c *child) wait(t *testing.T) {
 	t.Helper()
 	if err := c.cmd.Wait(); err != nil {
-		t.Fatalf("child %v: %v; output:\n%s", c.cmd.Env[len(c.cmd.Env)-2:], err, c.out.String())
+		t.Fatalf("child %v: %v; output:\n%s", c.cmd.Env[len(c.cmd.Env)-1], err, c.out.String())
 	}
 }
 
