@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 	"unsafe"
@@ -167,34 +166,15 @@ func runChild(role string) int {
 	return fail("role", fmt.Errorf("unknown role %q", role))
 }
 
-// child is a running child process.
-type child struct {
-	cmd *exec.Cmd
-	out bytes.Buffer
-}
+// child is a running child process (its output kept for the message
+// of a failing test).
+type child struct{ *remotedev.Captured }
 
 // startChild starts the test binary as a child playing role with sock as
 // its descriptor 3. The test's cleanup kills it if it still runs.
 func startChild(t *testing.T, role string, sock *os.File) *child {
 	t.Helper()
-	cmd, err := remotedev.Command(role, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd}
-	c.cmd.ExtraFiles = []*os.File{sock}
-	c.cmd.Stdout = &c.out
-	c.cmd.Stderr = &c.out
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start child %s: %v", role, err)
-	}
-	t.Cleanup(func() {
-		if c.cmd.ProcessState == nil {
-			_ = c.cmd.Process.Kill()
-			_ = c.cmd.Wait()
-		}
-	})
-	return c
+	return &child{remotedev.StartCaptured(t, role, "", sock)}
 }
 
 // connectChild starts a child playing role, hands it seg over a Unix
@@ -225,7 +205,7 @@ func connectChild(t *testing.T, role string, seg *shmem.Segment) (*child, *net.U
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(childLimit))
 	if _, err := readFull(conn, msg[:]); err != nil {
-		t.Fatalf("child's id: %v; child output:\n%s", err, ch.out.String())
+		t.Fatalf("child's id: %v; child output:\n%s", err, ch.Output())
 	}
 	return ch, conn, shmem.ProcessID(binary.LittleEndian.Uint64(msg[:]))
 }

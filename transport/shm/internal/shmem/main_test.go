@@ -1,12 +1,10 @@
 package shmem
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -204,41 +202,22 @@ func countUnderLock(l *Lock, counter *uint64, m int) error {
 	return nil
 }
 
-// child is a running child process.
-type child struct {
-	cmd *exec.Cmd
-	out bytes.Buffer
-}
+// child is a running child process (its output kept for the message
+// of a failing test).
+type child struct{ *remotedev.Captured }
 
 // startChild starts the test binary as a child playing role, with files
 // as descriptors 3, 4, …. The test's cleanup kills it if it still runs.
 func startChild(t *testing.T, role, arg string, files ...*os.File) *child {
 	t.Helper()
-	cmd, err := remotedev.Command(role, arg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd}
-	c.cmd.ExtraFiles = files
-	c.cmd.Stdout = &c.out
-	c.cmd.Stderr = &c.out
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start child %s: %v", role, err)
-	}
-	t.Cleanup(func() {
-		if c.cmd.ProcessState == nil {
-			_ = c.cmd.Process.Kill()
-			_ = c.cmd.Wait()
-		}
-	})
-	return c
+	return &child{remotedev.StartCaptured(t, role, arg, files...)}
 }
 
 // wait waits for the child to exit and fails the test unless it exited 0.
 func (c *child) wait(t *testing.T) {
 	t.Helper()
-	if err := c.cmd.Wait(); err != nil {
-		t.Fatalf("child %v: %v; output:\n%s", c.cmd.Env[len(c.cmd.Env)-1], err, c.out.String())
+	if err := c.Cmd.Wait(); err != nil {
+		t.Fatalf("child %v: %v; output:\n%s", c.Cmd.Env[len(c.Cmd.Env)-1], err, c.Output())
 	}
 }
 
