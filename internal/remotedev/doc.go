@@ -22,4 +22,21 @@
 // breaks (the server process died), every pending and later call fails with
 // an error wrapping verbs.ErrClosed; memory regions already mapped stay
 // readable until they are deregistered or their device is closed.
+//
+// # The child-process test harness
+//
+// The transports' tests start children by re-executing their own test
+// binary, and this package is where that is written (once):
+//
+//   - TestMain is the test binary's TestMain: in a child it plays the
+//     child's role instead of running the tests; Role registers a role and
+//     Command builds the command that starts one.
+//   - StartNode starts a node child, which serves devices (Serve) on a
+//     Unix socket and is controlled through Node.Client; SharedNode is one
+//     node shared by a binary's tests and stopped after them.
+//   - CrossProcess is the verbstest provider that opens one device here and
+//     the others in a node child; LoopReference is the loop provider an
+//     equivalence run compares a transport with.
+//   - StartChild starts a child playing a role of the test's own and
+//     speaks to it in lines on its stdin and stdout (Child).
 package remotedev

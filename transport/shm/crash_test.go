@@ -5,23 +5,22 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/internal/remotedev"
 	"github.com/rdmakit/rdmakit/transport/shm"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
 func init() {
-	childModes["target"] = runTarget
-	childModes["holder"] = runHolder
-	childModes["sender"] = runSender
+	remotedev.Role("target", runTarget)
+	remotedev.Role("holder", runHolder)
+	remotedev.Role("sender", runSender)
 }
 
 // endpoint is a device with one RC QP, one CQ and one region.
@@ -104,72 +103,36 @@ func (e *endpoint) setWord(off, v uint64) {
 	binary.NativeEndian.PutUint64(e.mr.Bytes()[off:], v)
 }
 
-// child is a running child process speaking lines on stdin/stdout.
-type child struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	out   *bufio.Scanner
-	waitc chan error
-}
+// child is a running child process speaking lines on stdin/stdout,
+// killed at the end of the test.
+type child struct{ *remotedev.Child }
 
-func startChild(t *testing.T, mode, arg string) *child {
+func startChild(t *testing.T, role, arg string) child {
 	t.Helper()
-	cmd := childCommand(t, mode, arg)
-	in, err := cmd.StdinPipe()
+	c, err := remotedev.StartChild(role, arg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, in: in, out: bufio.NewScanner(out), waitc: make(chan error, 1)}
-	go func() { c.waitc <- cmd.Wait() }() // Wait after the scanner is done with stdout is not needed: lines are read first
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		<-c.waitc
-	})
-	return c
+	t.Cleanup(func() { _ = c.Kill(10 * time.Second) })
+	return child{c}
 }
 
 // line reads the next line of the child's output, which must start with
 // prefix, and returns its fields after the prefix.
-func (c *child) line(t *testing.T, prefix string) []string {
+func (c child) line(t *testing.T, prefix string) []string {
 	t.Helper()
-	lines := make(chan string, 1)
-	go func() {
-		if c.out.Scan() {
-			lines <- c.out.Text()
-		}
-		close(lines)
-	}()
-	select {
-	case l, ok := <-lines:
-		if !ok || !strings.HasPrefix(l, prefix) {
-			t.Fatalf("child said %q, want %q…", l, prefix)
-		}
-		return strings.Fields(l)[1:]
-	case <-time.After(20 * time.Second):
-		t.Fatalf("child silent, waiting for %q", prefix)
-	}
-	return nil
-}
-
-func (c *child) kill(t *testing.T) {
-	t.Helper()
-	if err := c.cmd.Process.Kill(); err != nil {
+	f, err := c.Expect(prefix)
+	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-c.waitc:
-	case <-time.After(10 * time.Second):
-		t.Fatal("killed child did not exit")
+	return f
+}
+
+func (c child) kill(t *testing.T) {
+	t.Helper()
+	if err := c.Kill(10 * time.Second); err != nil {
+		t.Fatal(err)
 	}
-	c.waitc <- nil // for the cleanup
 }
 
 func parseU(t *testing.T, s string) uint64 {
@@ -222,11 +185,13 @@ func TestTargetTakesNoPart(t *testing.T) {
 	if err := e.connect(tAddr, tQPN); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(c.in, "%s %d\n", e.dev.Address(), e.qp.QPN())
+	if err := c.Say(fmt.Sprintf("%s %d", e.dev.Address(), e.qp.QPN())); err != nil {
+		t.Fatal(err)
+	}
 	c.line(t, "connected")
 	waitMapped(t, e.dev, tAddr, rkey)
 
-	if err := c.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := c.Process().Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	read := func(off uint64) uint64 {
@@ -260,10 +225,10 @@ func TestTargetTakesNoPart(t *testing.T) {
 			t.Errorf("word at %d = %d after the operations, want %d", off, v, want)
 		}
 	}
-	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := c.Process().Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	c.in.Close()
+	c.CloseInput()
 	got := c.line(t, "final")[0]
 	var want [64]byte
 	for i, v := range []uint64{100, 7777, 202, 108, 304, 305, 106, 107} {
@@ -385,7 +350,9 @@ func TestPeerKilledMidTraffic(t *testing.T) {
 	if err := node.qp.PostRecv(recvs); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintln(c.in, "go")
+	if err := c.Say("go"); err != nil {
+		t.Fatal(err)
+	}
 	// Consume and re-post receives for a while, then kill the sender.
 	wc := make([]verbs.WC, 64)
 	got := 0

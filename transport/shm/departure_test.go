@@ -3,11 +3,8 @@ package shm_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/internal/remotedev"
 	"github.com/rdmakit/rdmakit/transport/shm"
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -33,8 +31,8 @@ import (
 //	hold            give duplicates of the device's control sockets to a
 //	                grandchild that sleeps; answers "held PID"
 func init() {
-	childModes["departer"] = runDeparter
-	childModes["sleeper"] = func(string) int { time.Sleep(time.Minute); return 0 }
+	remotedev.Role("departer", runDeparter)
+	remotedev.Role("sleeper", func(string) int { time.Sleep(time.Minute); return 0 })
 }
 
 func runDeparter(string) int {
@@ -86,12 +84,10 @@ func runDeparter(string) int {
 			if err != nil {
 				return fail(err)
 			}
-			exe, err := os.Executable()
+			cmd, err := remotedev.Command("sleeper", "")
 			if err != nil {
 				return fail(err)
 			}
-			cmd := exec.Command(exe, "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"=sleeper")
 			cmd.ExtraFiles = files
 			if err := cmd.Start(); err != nil {
 				return fail(err)
@@ -132,75 +128,31 @@ func postWait(qp verbs.QP, cq verbs.CQ, wr verbs.SendWR) (verbs.WC, error) {
 
 // departerProc is a running departer, driven from a test goroutine (so
 // its methods return errors instead of failing the test).
-type departerProc struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	lines chan string
-	exit  chan struct{}
-}
+type departerProc struct{ *remotedev.Child }
 
-func startDeparter(t *testing.T) (*departerProc, error) {
-	cmd := childCommand(t, "departer", "")
-	in, err := cmd.StdinPipe()
+func startDeparter() (*departerProc, error) {
+	c, err := remotedev.StartChild("departer", "")
 	if err != nil {
 		return nil, err
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &departerProc{cmd: cmd, in: in, lines: make(chan string, 4), exit: make(chan struct{})}
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			p.lines <- sc.Text()
-		}
-		close(p.lines)
-		_ = cmd.Wait()
-		close(p.exit)
-	}()
-	return p, nil
+	return &departerProc{c}, nil
 }
 
 // say sends a command and returns the fields of the answer, which must
 // start with want.
 func (p *departerProc) say(cmd, want string) ([]string, error) {
-	if _, err := fmt.Fprintln(p.in, cmd); err != nil {
-		return nil, err
-	}
-	select {
-	case l, ok := <-p.lines:
-		if !ok || !strings.HasPrefix(l, want) {
-			return nil, fmt.Errorf("departer answered %q to %q, want %q…", l, cmd, want)
-		}
-		return strings.Fields(l)[1:], nil
-	case <-time.After(20 * time.Second):
-		return nil, fmt.Errorf("departer silent after %q", cmd)
-	}
+	return p.Ask(cmd, want)
 }
 
 // end stops the process: exit or kill.
 func (p *departerProc) end(how string) error {
-	switch how {
-	case "exit":
-		if _, err := fmt.Fprintln(p.in, "exit"); err != nil {
+	if how == "exit" {
+		if err := p.Say("exit"); err != nil {
 			return err
 		}
-	default:
-		if err := p.cmd.Process.Kill(); err != nil {
-			return err
-		}
+		return p.Wait(20 * time.Second)
 	}
-	select {
-	case <-p.exit:
-		return nil
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		return errors.New("departer did not exit")
-	}
+	return p.Kill(20 * time.Second)
 }
 
 // serveClient plays the node for one client of p: it creates a QP and a
@@ -313,7 +265,7 @@ func TestDepartedPeersFreed(t *testing.T) {
 	// departure alternates between exit and kill.
 	lane := func(i, procs int) error {
 		for k := 0; k < procs; k++ {
-			p, err := startDeparter(t)
+			p, err := startDeparter()
 			if err != nil {
 				return err
 			}
@@ -411,7 +363,7 @@ func waitConns(t *testing.T, dev verbs.Device, want int) {
 func TestDeadPeerWithHeldSocket(t *testing.T) {
 	node := mustEndpoint(t, 4096)
 	conns := shm.Connections(node.dev)
-	p, err := startDeparter(t)
+	p, err := startDeparter()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +396,7 @@ func TestDeadPeerWithHeldSocket(t *testing.T) {
 // request to an unreachable peer does, and the QP goes to ERROR.
 func TestProbeDeadPeer(t *testing.T) {
 	node := mustEndpoint(t, 4096)
-	p, err := startDeparter(t)
+	p, err := startDeparter()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +422,7 @@ func TestProbeDeadPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := verbs.ConnectRC(q2, verbs.AccessAll, fmt.Sprintf("shm://departer-%d-0", p.cmd.Process.Pid), 1); err != nil {
+	if err := verbs.ConnectRC(q2, verbs.AccessAll, fmt.Sprintf("shm://departer-%d-0", p.Process().Pid), 1); err != nil {
 		t.Fatal(err)
 	}
 	if wc, err := postWait(q2, cq, verbs.SendWR{Opcode: verbs.OpWrite}); err != nil || wc.Status != verbs.StatusRetryExcErr {

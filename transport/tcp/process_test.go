@@ -1,17 +1,7 @@
 package tcp_test
 
 import (
-	"bufio"
-	"context"
 	"errors"
-	"fmt"
-	"io"
-	"net"
-	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,233 +12,26 @@ import (
 	"github.com/rdmakit/rdmakit/verbs/verbstest"
 )
 
-// nodeEnv, when set, makes the test binary a node: it serves devices over
-// a remotedev control connection on the Unix socket it names.
-const nodeEnv = "RDMAKIT_TCP_TEST_NODE"
+func TestMain(m *testing.M) { remotedev.TestMain(m, remotedev.WithCrash(tcp.Crash)) }
 
-// startTimeout bounds the start of a node process.
-const startTimeout = 10 * time.Second
-
-func TestMain(m *testing.M) {
-	if path := os.Getenv(nodeEnv); path != "" {
-		os.Exit(runNode(path))
-	}
-	code := m.Run()
-	sharedNode.stop()
-	os.Exit(code)
-}
-
-// runNode is the main of a node process: it listens on path, says "ready"
-// on stdout, serves the first control connection and exits when that
-// connection closes, on SIGTERM, or when no connection comes within
-// startTimeout (the parent died while starting it).
-func runNode(path string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	ul, err := net.Listen("unix", path)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "node:", err)
-		return 1
-	}
-	l := &watchedListener{Listener: ul, accepted: make(chan struct{})}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-l.accepted:
-		case <-time.After(startTimeout):
-			cancel()
-		}
-	}()
-	fmt.Println("ready")
-	if err := remotedev.Serve(ctx, l, remotedev.SingleConn(), remotedev.WithCrash(tcp.Crash)); err != nil {
-		fmt.Fprintln(os.Stderr, "node:", err)
-		return 1
-	}
-	return 0
-}
-
-// watchedListener closes accepted at its first successful Accept.
-type watchedListener struct {
-	net.Listener
-	once     sync.Once
-	accepted chan struct{}
-}
-
-func (l *watchedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.once.Do(func() { close(l.accepted) })
-	}
-	return c, err
-}
-
-// node is a node process and the client controlling it.
-type node struct {
-	cmd    *exec.Cmd
-	client *remotedev.Client
-	dir    string
-	exited chan struct{}
-	err    error // cmd.Wait's result, once exited is closed
-}
-
-// startNode re-executes the test binary as a node process.
-func startNode() (_ *node, err error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "rdmakit-node-")
-	if err != nil {
-		return nil, err
-	}
-	n := &node{dir: dir, exited: make(chan struct{})}
-	path := filepath.Join(dir, "ctl.sock")
-	n.cmd = exec.Command(exe)
-	n.cmd.Env = append(os.Environ(), nodeEnv+"="+path)
-	n.cmd.Stderr = os.Stderr
-	stdout, err := n.cmd.StdoutPipe()
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	if err := n.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	go func() {
-		n.err = n.cmd.Wait()
-		close(n.exited)
-	}()
-	defer func() {
-		if err != nil {
-			n.kill()
-		}
-	}()
-	ready := make(chan error, 1)
-	go func() {
-		line, err := bufio.NewReader(stdout).ReadString('\n')
-		if err == nil && line != "ready\n" {
-			err = fmt.Errorf("node said %q", line)
-		}
-		ready <- err
-		io.Copy(io.Discard, stdout)
-	}()
-	timer := time.NewTimer(startTimeout)
-	defer timer.Stop()
-	select {
-	case err := <-ready:
-		if err != nil {
-			return nil, fmt.Errorf("node process did not start: %w", err)
-		}
-	case <-timer.C:
-		return nil, fmt.Errorf("node process not ready after %v", startTimeout)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	defer cancel()
-	if n.client, err = remotedev.Dial(ctx, path); err != nil {
-		return nil, err
-	}
-	return n, nil
-}
-
-// kill ends the process with SIGKILL and waits for it.
-func (n *node) kill() {
-	n.cmd.Process.Kill()
-	<-n.exited
-	if n.client != nil {
-		n.client.Close()
-	}
-	os.RemoveAll(n.dir)
-}
-
-// stop closes the control connection, which makes the node exit; a node
-// that does not exit in time is killed.
-func (n *node) stop() error {
-	n.client.Close()
-	select {
-	case <-n.exited:
-	case <-time.After(startTimeout):
-		n.kill()
-		return fmt.Errorf("node process did not exit after its connection closed")
-	}
-	os.RemoveAll(n.dir)
-	return n.err
-}
-
-// shared is the node process of the cross-process conformance run, started
-// on first use and stopped by TestMain.
-type shared struct {
-	once sync.Once
-	n    *node
-	err  error
-}
-
-var sharedNode shared
-
-func (s *shared) get(t testing.TB) *node {
-	t.Helper()
-	s.once.Do(func() { s.n, s.err = startNode() })
-	if s.err != nil {
-		t.Fatal(s.err)
-	}
-	return s.n
-}
-
-func (s *shared) stop() {
-	if s.n != nil {
-		if err := s.n.stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "node process:", err)
-		}
-	}
-}
+// sharedNode is the node process of the cross-process runs.
+var sharedNode remotedev.SharedNode
 
 // crossProcess opens device 0 in this process and devices 1…n-1 in a node
-// process, driven through remotedev proxies: their soft NICs, listeners
-// and links live in the other process, and their memory regions are shared
-// memfds.
-type crossProcess struct {
-	node func(t testing.TB) *node
-}
-
-func (crossProcess) Name() string { return "tcp (cross-process)" }
-
-func (p crossProcess) Open(t testing.TB, n int) []verbs.Device {
-	t.Helper()
-	devs := make([]verbs.Device, n)
-	for i := range devs {
-		var d verbs.Device
-		var err error
-		if i == 0 {
-			d, err = verbs.Open("tcp://127.0.0.1:0")
-		} else {
-			d, err = p.node(t).client.Open("tcp://127.0.0.1:0?memfd=1")
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close() })
-		devs[i] = d
-	}
-	return devs
-}
-
-var _ verbstest.Killer = crossProcess{}
-
-// Kill implements verbstest.Killer: tcp.Crash, run in the device's
-// process.
-func (crossProcess) Kill(t testing.TB, d verbs.Device) {
-	crash := tcp.Crash
-	if remotedev.IsProxy(d) {
-		crash = remotedev.Crash
-	}
-	if err := crash(d); err != nil {
-		t.Fatal(err)
+// process: their soft NICs, listeners and links live in the other process,
+// and their memory regions are shared memfds.
+func crossProcess(node func(testing.TB) *remotedev.Node) remotedev.CrossProcess {
+	return remotedev.CrossProcess{
+		Label:  "tcp (cross-process)",
+		Local:  func() string { return "tcp://127.0.0.1:0" },
+		Remote: func() string { return "tcp://127.0.0.1:0?memfd=1" },
+		Crash:  tcp.Crash,
+		Node:   node,
 	}
 }
 
 func TestConformanceCrossProcess(t *testing.T) {
-	verbstest.Run(t, crossProcess{node: sharedNode.get})
+	verbstest.Run(t, crossProcess(sharedNode.Get))
 }
 
 // TestNodeProcessKilled kills a node process with SIGKILL while this
@@ -256,12 +39,12 @@ func TestConformanceCrossProcess(t *testing.T) {
 // RETRY_EXC_ERR once the link's connection breaks, the rest with
 // RETRY_EXC_ERR or WR_FLUSH_ERR, and the QP moves to ERROR.
 func TestNodeProcessKilled(t *testing.T) {
-	n, err := startNode()
+	n, err := remotedev.StartNode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.kill()
-	devs := crossProcess{node: func(testing.TB) *node { return n }}.Open(t, 2)
+	defer n.Kill()
+	devs := crossProcess(func(testing.TB) *remotedev.Node { return n }).Open(t, 2)
 	a, b := devs[0], devs[1]
 	pa, err := a.AllocPD()
 	mustOK(t, err)
@@ -319,7 +102,7 @@ func TestNodeProcessKilled(t *testing.T) {
 	}
 
 	killed := time.Now()
-	n.cmd.Process.Kill()
+	n.Process().Kill()
 	const bound = 5 * time.Second
 	wcs := pollFor(t, cqa, outstanding, bound)
 	if len(wcs) != outstanding {
@@ -349,7 +132,7 @@ func TestNodeProcessKilled(t *testing.T) {
 	// The proxies report the dead process instead of hanging, and the
 	// region's memory outlives it.
 	select {
-	case <-n.client.Done():
+	case <-n.Client.Done():
 	case <-time.After(bound):
 		t.Fatal("control connection not closed after the kill")
 	}
@@ -362,9 +145,9 @@ func TestNodeProcessKilled(t *testing.T) {
 	if string(mb.Bytes()[:6]) != "shared" {
 		t.Fatalf("region of the dead node holds %q", mb.Bytes()[:6])
 	}
-	<-n.exited
-	if ws, ok := n.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("node process ended with %v, want SIGKILL", n.cmd.ProcessState)
+	<-n.Exited()
+	if ws, ok := n.ProcessState().Sys().(syscall.WaitStatus); !ok || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("node process ended with %v, want SIGKILL", n.ProcessState())
 	}
 }
 

@@ -7,29 +7,26 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 	"unsafe"
 
+	"github.com/rdmakit/rdmakit/internal/remotedev"
 	"github.com/rdmakit/rdmakit/transport/shm/internal/shmem"
 	"golang.org/x/sys/unix"
 )
-
-// childEnv, when set, makes the test binary a child process playing the
-// role it names (see runChild).
-const childEnv = "RING_TEST_CHILD"
 
 // childLimit bounds a child's life, so that no child outlives a failed or
 // killed test run for long.
 const childLimit = 30 * time.Second
 
-func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runChild(role))
+// TestMain lets the test binary play the roles of runChild.
+func TestMain(m *testing.M) { remotedev.TestMain(m) }
+
+func init() {
+	for _, role := range []string{"stream", "hang"} {
+		remotedev.Role(role, func(string) int { return runChild(role) })
 	}
-	os.Exit(m.Run())
 }
 
 // Stream test parameters, shared by parent and child.
@@ -169,33 +166,15 @@ func runChild(role string) int {
 	return fail("role", fmt.Errorf("unknown role %q", role))
 }
 
-// child is a running child process.
-type child struct {
-	cmd *exec.Cmd
-	out bytes.Buffer
-}
+// child is a running child process (its output kept for the message
+// of a failing test).
+type child struct{ *remotedev.Captured }
 
 // startChild starts the test binary as a child playing role with sock as
 // its descriptor 3. The test's cleanup kills it if it still runs.
 func startChild(t *testing.T, role string, sock *os.File) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$")}
-	// The race runtime sleeps a second at exit unless told not to.
-	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	c.cmd.Env = append(os.Environ(), "GORACE="+gorace, childEnv+"="+role)
-	c.cmd.ExtraFiles = []*os.File{sock}
-	c.cmd.Stdout = &c.out
-	c.cmd.Stderr = &c.out
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start child %s: %v", role, err)
-	}
-	t.Cleanup(func() {
-		if c.cmd.ProcessState == nil {
-			_ = c.cmd.Process.Kill()
-			_ = c.cmd.Wait()
-		}
-	})
-	return c
+	return &child{remotedev.StartCaptured(t, role, "", sock)}
 }
 
 // connectChild starts a child playing role, hands it seg over a Unix
@@ -226,7 +205,7 @@ func connectChild(t *testing.T, role string, seg *shmem.Segment) (*child, *net.U
 	}
 	_ = conn.SetReadDeadline(time.Now().Add(childLimit))
 	if _, err := readFull(conn, msg[:]); err != nil {
-		t.Fatalf("child's id: %v; child output:\n%s", err, ch.out.String())
+		t.Fatalf("child's id: %v; child output:\n%s", err, ch.Output())
 	}
 	return ch, conn, shmem.ProcessID(binary.LittleEndian.Uint64(msg[:]))
 }

@@ -32,7 +32,7 @@ func TestProcessStream(t *testing.T) {
 			}
 		}
 		if err != nil {
-			t.Fatalf("message %d: %v; child output:\n%s", i, err, ch.out.String())
+			t.Fatalf("message %d: %v; child output:\n%s", i, err, ch.Output())
 		}
 		if !checkMsg(p, i, streamMaxLen, scratch) {
 			t.Fatalf("message %d corrupted: % x", i, p)
@@ -43,7 +43,7 @@ func TestProcessStream(t *testing.T) {
 	elapsed := time.Since(start)
 	var msg [8]byte
 	if _, err := readFull(conn, msg[:]); err != nil {
-		t.Fatalf("child's checksum: %v; output:\n%s", err, ch.out.String())
+		t.Fatalf("child's checksum: %v; output:\n%s", err, ch.Output())
 	}
 	if got := binary.LittleEndian.Uint64(msg[:]); got != sum {
 		t.Fatalf("checksum %#x, child sent %#x", sum, got)
@@ -59,8 +59,8 @@ func TestProcessStream(t *testing.T) {
 // wait waits for the child to exit and fails the test unless it exited 0.
 func (c *child) wait(t *testing.T) {
 	t.Helper()
-	if err := c.cmd.Wait(); err != nil {
-		t.Fatalf("child: %v; output:\n%s", err, c.out.String())
+	if err := c.Cmd.Wait(); err != nil {
+		t.Fatalf("child: %v; output:\n%s", err, c.Output())
 	}
 }
 
@@ -78,7 +78,7 @@ func TestProcessPeerKilled(t *testing.T) {
 	defer cancel()
 	for i := range uint64(hangMsgs) {
 		if err := cons.Wait(ctx, 0, peer.Alive); err != nil {
-			t.Fatalf("message %d: %v; child output:\n%s", i, err, ch.out.String())
+			t.Fatalf("message %d: %v; child output:\n%s", i, err, ch.Output())
 		}
 		p, err := cons.Peek()
 		want := make([]byte, 16)
@@ -96,7 +96,7 @@ func TestProcessPeerKilled(t *testing.T) {
 			time.Sleep(100 * time.Microsecond)
 		}
 		killed <- time.Now()
-		_ = ch.cmd.Process.Kill()
+		_ = ch.Cmd.Process.Kill()
 	})
 	err = cons.Wait(ctx, 0, peer.Alive)
 	done := time.Now()

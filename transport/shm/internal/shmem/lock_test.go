@@ -241,8 +241,8 @@ func TestLockOwnerKilled(t *testing.T) {
 	waitUntil(t, 10*time.Second, "child holding the lock", func() bool {
 		return atomic.LoadUint32(u32(b, offReady)) == 1
 	})
-	if l.Owner().Pid() != c.cmd.Process.Pid {
-		t.Fatalf("owner %v, want the child %d", l.Owner(), c.cmd.Process.Pid)
+	if l.Owner().Pid() != c.Cmd.Process.Pid {
+		t.Fatalf("owner %v, want the child %d", l.Owner(), c.Cmd.Process.Pid)
 	}
 	type result struct {
 		err  error
@@ -257,7 +257,7 @@ func TestLockOwnerKilled(t *testing.T) {
 	// in the same take-over).
 	waitUntil(t, 5*time.Second, "waiter parked", func() bool { return atomic.LoadUint32(&l.waiters) == 1 })
 	killed := time.Now()
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := c.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	var r result
@@ -272,7 +272,7 @@ func TestLockOwnerKilled(t *testing.T) {
 	if d := r.when.Sub(killed); d > time.Second {
 		t.Errorf("take-over took %v after the kill, want < 1s", d)
 	}
-	_ = c.cmd.Wait() // reap only now
+	_ = c.Cmd.Wait() // reap only now
 	if l.Owner() != Self() {
 		t.Fatalf("owner %v after take-over, want %v", l.Owner(), Self())
 	}
@@ -301,7 +301,7 @@ func TestLockOwnerExited(t *testing.T) {
 	l := lockOf(b)
 	c := startChild(t, "hold", "exit", segFile(t, seg))
 	c.wait(t)
-	if atomic.LoadUint32(u32(b, offReady)) != 1 || l.Owner().Pid() != c.cmd.Process.Pid {
+	if atomic.LoadUint32(u32(b, offReady)) != 1 || l.Owner().Pid() != c.Cmd.Process.Pid {
 		t.Fatalf("child did not take the lock: owner %v", l.Owner())
 	}
 	start := time.Now()

@@ -1,38 +1,31 @@
 package shmem
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/internal/remotedev"
 	"golang.org/x/sys/unix"
-)
-
-// childEnv, when set, makes the test binary a child process playing the
-// role it names (see runChild); childArgEnv carries the role's argument.
-const (
-	childEnv    = "SHMEM_TEST_CHILD"
-	childArgEnv = "SHMEM_TEST_CHILD_ARG"
 )
 
 // childLimit bounds a child's life, so that no child outlives a failed
 // or killed test run for long.
 const childLimit = 20 * time.Second
 
-func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runChild(role, os.Getenv(childArgEnv)))
+// TestMain lets the test binary play the roles of runChild.
+func TestMain(m *testing.M) { remotedev.TestMain(m) }
+
+func init() {
+	for _, role := range []string{"exchange", "futex-wait", "count", "hold"} {
+		remotedev.Role(role, func(arg string) int { return runChild(role, arg) })
 	}
-	os.Exit(m.Run())
 }
 
 // Layout of the segment the lock and futex children share with the
@@ -209,40 +202,22 @@ func countUnderLock(l *Lock, counter *uint64, m int) error {
 	return nil
 }
 
-// child is a running child process.
-type child struct {
-	cmd *exec.Cmd
-	out bytes.Buffer
-}
+// child is a running child process (its output kept for the message
+// of a failing test).
+type child struct{ *remotedev.Captured }
 
 // startChild starts the test binary as a child playing role, with files
 // as descriptors 3, 4, …. The test's cleanup kills it if it still runs.
 func startChild(t *testing.T, role, arg string, files ...*os.File) *child {
 	t.Helper()
-	c := &child{cmd: exec.Command(os.Args[0])}
-	// The race runtime sleeps a second at exit unless told not to.
-	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
-	c.cmd.Env = append(os.Environ(), "GORACE="+gorace, childEnv+"="+role, childArgEnv+"="+arg)
-	c.cmd.ExtraFiles = files
-	c.cmd.Stdout = &c.out
-	c.cmd.Stderr = &c.out
-	if err := c.cmd.Start(); err != nil {
-		t.Fatalf("start child %s: %v", role, err)
-	}
-	t.Cleanup(func() {
-		if c.cmd.ProcessState == nil {
-			_ = c.cmd.Process.Kill()
-			_ = c.cmd.Wait()
-		}
-	})
-	return c
+	return &child{remotedev.StartCaptured(t, role, arg, files...)}
 }
 
 // wait waits for the child to exit and fails the test unless it exited 0.
 func (c *child) wait(t *testing.T) {
 	t.Helper()
-	if err := c.cmd.Wait(); err != nil {
-		t.Fatalf("child %v: %v; output:\n%s", c.cmd.Env[len(c.cmd.Env)-2:], err, c.out.String())
+	if err := c.Cmd.Wait(); err != nil {
+		t.Fatalf("child %v: %v; output:\n%s", c.Cmd.Env[len(c.Cmd.Env)-1], err, c.Output())
 	}
 }
 

@@ -177,7 +177,7 @@ func TestSegmentAcrossProcesses(t *testing.T) {
 	var msg [8]byte
 	n, fds, err := RecvFDs(mine, msg[:], 1)
 	if err != nil || n != 1 || msg[0] != 'C' || len(fds) != 1 {
-		t.Fatalf("recv from child: n %d fds %v err %v; child output:\n%s", n, fds, err, c.out.String())
+		t.Fatalf("recv from child: n %d fds %v err %v; child output:\n%s", n, fds, err, c.Output())
 	}
 	// The child wrote its half before sending.
 	for i := half; i < len(b); i++ {

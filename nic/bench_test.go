@@ -1,4 +1,9 @@
-package loop_test
+package nic_test
+
+// The NIC's own tests that need a link to run (benchmarks, the allocation
+// guard, the stress and fuzz tests) drive it through the loop transport, the
+// thinnest link there is: as an external test package, nic_test may import
+// transport/loop, which imports nic, without a cycle.
 
 import (
 	"fmt"
@@ -11,8 +16,8 @@ import (
 
 var pairSeq atomic.Int64
 
-// pair is two connected RC QPs on two nodes of a fresh fabric, with a
-// 4 KiB region on each side.
+// pair is two connected RC QPs on two nodes of a fresh loop fabric, with
+// a 4 KiB region on each side.
 type pair struct {
 	cq           verbs.CQ
 	qp           verbs.QP

@@ -1,4 +1,4 @@
-package loop_test
+package nic_test
 
 import (
 	"context"
