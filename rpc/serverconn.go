@@ -21,15 +21,28 @@ type ServerConn struct {
 	mr     verbs.MR // n receive buffers, then n response buffers
 	n      int
 	size   int
-	// Response i answers the request in receive i; receive i is posted
-	// again (recvs[i]) once response i's SEND has completed.
-	recvs []verbs.RecvWR
-	sends []verbs.SendWR // the responses of one poll, posted as one list
-	sgl   []verbs.SGE
-	herd  *herdRegion // once the client opened HERD requests
+	// A request's receive is posted again (recvs[i]) as soon as the
+	// request is handled: its answer is built in a response buffer of
+	// its own (free), held until the answer's SEND completes. A request
+	// that finds every response buffer held (answers the peer has not
+	// acknowledged yet) waits in pending, its receive not yet reposted,
+	// until one completes. So the receives a client finds posted do not
+	// depend on how fast its acknowledgements come back.
+	recvs   []verbs.RecvWR
+	free    []int // response buffers not held by an answer in flight
+	pending []pendingRequest
+	sends   []verbs.SendWR // the responses of one poll, posted as one list
+	sgl     []verbs.SGE
+	herd    *herdRegion // once the client opened HERD requests
 
 	router                    verbs.Router
 	recvTag, sendTag, herdTag verbs.Tag
+}
+
+// pendingRequest is a received request waiting for a response buffer.
+type pendingRequest struct {
+	slot int    // its receive
+	n    uint32 // its bytes
 }
 
 // errStopped: a completion flushed because Serve's context ended.
@@ -43,7 +56,11 @@ func (s *Server) newConn(pd verbs.PD, qp verbs.QP) (*ServerConn, error) {
 		return nil, err
 	}
 	c := &ServerConn{s: s, ctx: context.Background(), pd: pd, qp: qp, mr: mr, n: n, size: size,
-		recvs: make([]verbs.RecvWR, n), sends: make([]verbs.SendWR, 0, n), sgl: make([]verbs.SGE, n)}
+		recvs: make([]verbs.RecvWR, n), sends: make([]verbs.SendWR, 0, n), sgl: make([]verbs.SGE, n),
+		free: make([]int, n), pending: make([]pendingRequest, 0, n)}
+	for i := range c.free {
+		c.free[i] = n - 1 - i
+	}
 	for _, r := range []struct {
 		tag *verbs.Tag
 		h   verbs.CompletionHandler
@@ -100,34 +117,59 @@ func (c *ServerConn) request(w *verbs.WC) error {
 	if w.Opcode != verbs.WCRecv || slot >= c.n {
 		return nil
 	}
+	if len(c.free) == 0 {
+		c.pending = append(c.pending, pendingRequest{slot, w.ByteLen})
+		return nil
+	}
+	return c.answer(slot, w.ByteLen)
+}
+
+// answer handles the request of n bytes in receive slot with a free
+// response buffer, posts the receive again and queues the response.
+func (c *ServerConn) answer(slot int, n uint32) error {
+	b := c.free[len(c.free)-1]
+	c.free = c.free[:len(c.free)-1]
 	buf := c.mr.Bytes()
-	req := buf[slot*c.size : slot*c.size+int(w.ByteLen)]
-	out := buf[(c.n+slot)*c.size : (c.n+slot+1)*c.size]
+	req := buf[slot*c.size : slot*c.size+int(n)]
+	out := buf[(c.n+b)*c.size : (c.n+b+1)*c.size]
 	var m int
 	if method, _, id, ok := parseHeader(req); ok && method == MethodHerdOpen {
 		m = c.s.open(c.pd, c.herd == nil, &c.herd, method, id, req[Header:], out)
 	} else {
 		m = c.s.handle(req, out)
 	}
-	if m == 0 { // malformed: drop it, keep the receive
-		return c.qp.PostRecv(c.recvs[slot : slot+1])
+	// The request is consumed (its answer, if any, is in out).
+	if err := c.qp.PostRecv(c.recvs[slot : slot+1]); err != nil {
+		return err
 	}
-	c.sgl[slot] = verbs.SGE{Addr: c.mr.Addr() + uint64((c.n+slot)*c.size), Length: uint32(m), LKey: c.mr.LKey()}
-	c.sends = append(c.sends, verbs.SendWR{ID: c.sendTag.ID(uint64(slot)), Opcode: verbs.OpSend, Flags: verbs.FlagSignaled,
-		SGL: c.sgl[slot : slot+1]})
+	if m == 0 { // malformed: dropped
+		c.free = append(c.free, b)
+		return nil
+	}
+	c.sgl[b] = verbs.SGE{Addr: c.mr.Addr() + uint64((c.n+b)*c.size), Length: uint32(m), LKey: c.mr.LKey()}
+	c.sends = append(c.sends, verbs.SendWR{ID: c.sendTag.ID(uint64(b)), Opcode: verbs.OpSend, Flags: verbs.FlagSignaled,
+		SGL: c.sgl[b : b+1]})
 	return nil
 }
 
-// answered posts a receive again once the SEND of its response is done.
+// answered frees a response buffer once the SEND of its response is
+// done, and answers the oldest request waiting for one.
 func (c *ServerConn) answered(w *verbs.WC) error {
 	if err := c.check(w); err != nil {
 		return err
 	}
-	slot := int(w.ID & verbs.LowMask)
-	if slot >= c.n {
+	b := int(w.ID & verbs.LowMask)
+	if b >= c.n {
 		return nil
 	}
-	return c.qp.PostRecv(c.recvs[slot : slot+1])
+	c.free = append(c.free, b)
+	if len(c.pending) == 0 {
+		return nil
+	}
+	p := c.pending[0]
+	copy(c.pending, c.pending[1:])
+	c.pending = c.pending[:len(c.pending)-1]
+	return c.answer(p.slot, p.n)
 }
 
 // herdAnswered frees a HERD request slot once the SEND of its response is
