@@ -50,14 +50,19 @@ type link struct {
 	tracking atomic.Bool   // Append found the in-flight queue full
 
 	recvd   atomic.Uint64 // response batches taken: progress, for Progressed
-	pmuSeen sync.Mutex    // guards seen and seenAt (Progressed's slow path)
+	pmuSeen sync.Mutex    // guards seen, seenAt and the grace (Progressed's slow path)
 	seen    uint64
 	seenAt  time.Time
-	dead    atomic.Bool
-	deadErr error
-	ctx     context.Context
-	cancel  context.CancelFunc
-	once    sync.Once
+	// The grace (Progressed): a link first found silent for a retry
+	// budget gets one budget more, renewed only by a response batch.
+	graced    bool
+	graceSeen uint64
+	graceAt   time.Time
+	dead      atomic.Bool
+	deadErr   error
+	ctx       context.Context
+	cancel    context.CancelFunc
+	once      sync.Once
 }
 
 // mapping is one of the peer's regions as this process maps it.
@@ -153,7 +158,12 @@ func (l *link) Flush() error {
 // Progressed implements nic.Link. The hot path only counts response
 // batches (a clock read costs more than a small message here); the time
 // of the last change is taken when Progressed notices it, at most one
-// expiry tick late.
+// expiry tick late. On a loaded machine either process can be starved of
+// CPU for longer than a retry budget, so silence alone is not death: an
+// answer waiting in the ring (this process was slow to take it) is
+// progress, and a link first found silent for d gets d more of grace,
+// renewed only by a response batch taken. A stopped device is detected
+// after twice the budget.
 func (l *link) Progressed(d time.Duration) bool {
 	l.pmuSeen.Lock()
 	defer l.pmuSeen.Unlock()
@@ -161,7 +171,21 @@ func (l *link) Progressed(d time.Duration) bool {
 	if c := l.recvd.Load(); c != l.seen {
 		l.seen, l.seenAt = c, now
 	}
-	return now.Sub(l.seenAt) < d
+	if now.Sub(l.seenAt) < d {
+		return true
+	}
+	if l.conn != nil && l.use.TryRLock() { // never waits under the QP lock; failing to get it proves nothing
+		waiting := !l.dead.Load() && l.ready()
+		l.use.RUnlock()
+		if waiting {
+			return true
+		}
+	}
+	if !l.graced || l.graceSeen != l.seen {
+		l.graced, l.graceSeen, l.graceAt = true, l.seen, now
+		return true
+	}
+	return now.Sub(l.graceAt) < d
 }
 
 // poll completes the requests the device has answered or, for the

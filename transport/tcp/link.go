@@ -45,6 +45,15 @@ type link struct {
 	// peer runs.
 	lastRecv atomic.Int64
 	lastBulk atomic.Int64
+	// resps counts the RESPONSE frames taken. A link silent for a retry
+	// budget gets one grace of another budget per response taken (see
+	// Progressed): a responder starved of CPU for a while is slow, not
+	// dead.
+	resps      atomic.Uint64
+	graceMu    sync.Mutex
+	graced     bool
+	graceResps uint64 // resps when the last grace began
+	graceAt    int64  // when it began (unix nanoseconds)
 	// emptyAt is when a progress read last found nothing (nanotime): the
 	// next ones wait emptyWait, so that many CQ pollers do not each pay a
 	// read syscall for nothing; the link's goroutine still reads as soon
@@ -249,10 +258,26 @@ func (l *link) write(buf []byte) error {
 }
 
 // Progressed implements nic.Link: whether bytes arrived from the peer, or
-// the socket took a whole chunk of requests, within d.
+// the socket took a whole chunk of requests, within d — or the link is in
+// its grace. The first time a link is found silent for d after a RESPONSE
+// arrived (or ever), it gets d more: a responder process starved of CPU on
+// a loaded machine (or this process's reader) can be silent for a retry
+// budget and still be alive, and its answer is then on its way. A stopped
+// peer is detected after twice the budget; a peer that answers PINGs but
+// drops the requests (tenant isolation) takes no response, so it gets no
+// second grace and its requests still fail.
 func (l *link) Progressed(d time.Duration) bool {
 	now := time.Now().UnixNano()
-	return now-l.lastRecv.Load() < int64(d) || now-l.lastBulk.Load() < int64(d)
+	if now-l.lastRecv.Load() < int64(d) || now-l.lastBulk.Load() < int64(d) {
+		return true
+	}
+	l.graceMu.Lock()
+	defer l.graceMu.Unlock()
+	if r := l.resps.Load(); !l.graced || r != l.graceResps {
+		l.graced, l.graceResps, l.graceAt = true, r, now
+		return true
+	}
+	return now-l.graceAt < int64(d)
 }
 
 // send queues and flushes a control frame.
@@ -391,6 +416,7 @@ func (l *link) handleFrames() error {
 				return err
 			}
 			l.pending.Add(-1)
+			l.resps.Add(1)
 			l.dev.node.HandleResponse(l, &l.resp)
 		case framePong:
 		default:

@@ -51,8 +51,10 @@ func TestWritesAreNotProgress(t *testing.T) {
 	}
 	l := tgt.(*link)
 	time.Sleep(30 * time.Millisecond)
+	l.Progressed(20 * time.Millisecond) // the grace begins
+	time.Sleep(30 * time.Millisecond)
 	if l.Progressed(20 * time.Millisecond) {
-		t.Fatal("a silent link progressed")
+		t.Fatal("a silent link progressed after its grace")
 	}
 	l.send(appendPing(nil, framePing, 1))
 	l.mu.Lock()
@@ -92,5 +94,44 @@ func TestSilentPeerDetected(t *testing.T) {
 	}
 	if wc[0].ID != 7 || wc[0].Status != verbs.StatusRetryExcErr {
 		t.Fatalf("completion %+v, want RETRY_EXC_ERR", wc[0])
+	}
+}
+
+// TestSilentLinkGrace: a link first found silent for a retry budget gets
+// one more budget (a responder starved of CPU on a loaded machine was
+// silent for a retry budget and then answered: its requests failed with
+// RETRY_EXC_ERR); a silent one fails after it, and only a RESPONSE earns
+// another grace (a peer that answers PINGs but drops the requests does
+// not keep them alive).
+func TestSilentLinkGrace(t *testing.T) {
+	const d = 20 * time.Millisecond
+	dev := testDevice(t, options{keepalive: time.Hour})
+	tgt, err := dev.Resolve(silentPeer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := tgt.(*link)
+	time.Sleep(30 * time.Millisecond)
+	if !l.Progressed(d) {
+		t.Fatal("a link silent for one budget was declared dead at once")
+	}
+	time.Sleep(30 * time.Millisecond)
+	if l.Progressed(d) {
+		t.Fatal("a link silent for its grace too progressed")
+	}
+	// Bytes that are no RESPONSE (a PONG) renew nothing.
+	l.lastRecv.Store(time.Now().UnixNano())
+	time.Sleep(30 * time.Millisecond)
+	if l.Progressed(d) {
+		t.Fatal("a link that took no RESPONSE since its grace got another")
+	}
+	// A RESPONSE taken since the grace earns the next silence one.
+	l.resps.Add(1)
+	if !l.Progressed(d) {
+		t.Fatal("a link that answered since its grace got no new one")
+	}
+	time.Sleep(30 * time.Millisecond)
+	if l.Progressed(d) {
+		t.Fatal("the new grace did not end")
 	}
 }
