@@ -241,10 +241,16 @@ func (o *Ops) Close() error {
 // as itself, a closed client's failure as kv.ErrClosed, a context's end as
 // its error, and any other failure as kv.ErrUnreachable.
 func MapErr(err error, closed bool) error {
+	if err == nil {
+		return nil // before re escapes to the heap: no allocation
+	}
+	return mapErr(err, closed)
+}
+
+// mapErr is MapErr for a non-nil error.
+func mapErr(err error, closed bool) error {
 	var re *rpc.RemoteError
 	switch {
-	case err == nil:
-		return nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.As(err, &re):
