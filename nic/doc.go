@@ -14,4 +14,10 @@
 // wait — a SEND that found no receive (RNR), a delayed or blocked path —
 // and every request behind it on the same QP move to a per-QP queue
 // drained in order by a background goroutine, so RC ordering holds.
+//
+// The NIC's own tests live here: unit tests in package nic, and in package
+// nic_test, driven over the loop transport, the PostSend fuzz target
+// (fuzz_test.go), the zero-allocation guard and benchmarks of the hot path
+// (bench_test.go) and a deregistration stress test (stress_test.go). The
+// behaviour every transport must show is verbs/verbstest's suite.
 package nic
