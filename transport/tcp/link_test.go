@@ -128,9 +128,14 @@ func TestReaderWaitsForTokenHolder(t *testing.T) {
 		defer close(done)
 		l.read()
 	}()
-	runtime.Gosched() // the reader finds the token taken
-	if !l.missed.Load() {
-		t.Fatal("the reader did not ask the holder to read again")
+	// The reader finds the token taken (one yield is usually enough, but
+	// the runtime may run other goroutines first).
+	for deadline := time.Now().Add(5 * time.Second); !l.missed.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("the reader did not ask the holder to read again")
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
 	}
 	l.missed.Store(false)
 	for range 20 {
