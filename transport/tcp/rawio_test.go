@@ -54,7 +54,10 @@ func TestSpinReaderYieldsAfterEmptyRead(t *testing.T) {
 	if n, err := r.Read(buf[:]); n != 1 || err != nil {
 		t.Fatalf("Read = %d, %v", n, err)
 	}
-	if at := ranAt.Load(); at != 1 {
-		t.Fatalf("the goroutine woken during the first read ran after read %d, want 1 (reads: %d)", at, sock.reads.Load())
+	// After the first read's yield; the scheduler may now and then take
+	// the spinner back from the global queue first (one read more). The
+	// old spinner yielded every 16 reads.
+	if at := ranAt.Load(); at < 1 || at > 2 {
+		t.Fatalf("the goroutine woken during the first read ran after read %d, want 1 (or 2) (reads: %d)", at, sock.reads.Load())
 	}
 }
