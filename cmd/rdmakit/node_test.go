@@ -373,6 +373,7 @@ func TestNodeSIGINT(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cmd.Process.Kill() }) // a failed test leaves no node behind (harmless once it exited)
 	var out lockedBuffer
 	info := readAnnouncement(t, stdout, &out)
 	if info.Metrics != "" || len(info.Regions) != 1 {
