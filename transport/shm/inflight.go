@@ -19,7 +19,7 @@ import (
 // device discarded (after an RNR or an error of their QP) are
 // acknowledged this way too, and dropped by the QP as stale, as a
 // retransmitted request's late answer would be; a discarded READ or atomic
-// is retired without telling the QP (link.discarded).
+// is retired without telling the QP (link.poll).
 
 // inflightCap bounds the requests a link tracks; Append reports the link
 // full beyond it.

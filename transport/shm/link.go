@@ -232,11 +232,6 @@ func (l *link) poll() bool {
 				go l.fail(fmt.Errorf("%w: answer for QP %d seq %d, expected seq %d", ErrProtocol, l.resp.SrcQPN, l.resp.Seq, e.seq))
 				break
 			}
-			if !e.implicit {
-				l.discarded(e)
-				n++
-				continue
-			}
 		} else {
 			if err != ring.ErrEmpty {
 				go l.fail(err)
@@ -250,12 +245,21 @@ func (l *link) poll() bool {
 				// release we just saw; look again.
 				continue
 			}
-			if !e.implicit {
-				l.discarded(e)
-				n++
-				continue
-			}
 		}
+		// e was served and left unanswered.
+		if !e.implicit {
+			// A READ or atomic the device discarded (a later request of
+			// a QP that was answered an error or an RNR, or of an older
+			// connection): retired, and the QP hears nothing, as over
+			// tcp — it has already failed, or will send the request
+			// again. Waiting for an answer that never comes would hold
+			// up every later request on the link.
+			l.complete(e)
+			n++
+			continue
+		}
+		// A success that needs no answer (SEND, WRITE): acknowledged by
+		// the ring's release.
 		l.resp = nic.Response{Kind: nic.RespAck, Status: verbs.StatusSuccess, SrcQPN: e.qpn, Epoch: e.epoch, Seq: e.seq}
 		l.d.node.HandleResponse(l, &l.resp)
 		l.complete(e)
@@ -269,14 +273,6 @@ func (l *link) poll() bool {
 	}
 	return n > 0
 }
-
-// discarded retires the front in-flight request e, a READ or atomic the
-// device served without an answer: it discarded it (a later request of a
-// QP that was answered an error or an RNR, or of an older connection).
-// The QP hears nothing, as over tcp: it has already failed, or will send
-// the request again. Waiting for an answer that never comes would hold
-// up every later request on the link.
-func (l *link) discarded(e *inflight) { l.complete(e) }
 
 // complete retires the front in-flight request e.
 func (l *link) complete(e *inflight) {
