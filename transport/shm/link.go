@@ -55,14 +55,12 @@ type link struct {
 	seenAt  time.Time
 	// The grace (Progressed): a link first found silent for a retry
 	// budget gets one budget more, renewed only by a response batch.
-	graced    bool
-	graceSeen uint64
-	graceAt   time.Time
-	dead      atomic.Bool
-	deadErr   error
-	ctx       context.Context
-	cancel    context.CancelFunc
-	once      sync.Once
+	grace   nic.SilenceGrace
+	dead    atomic.Bool
+	deadErr error
+	ctx     context.Context
+	cancel  context.CancelFunc
+	once    sync.Once
 }
 
 // mapping is one of the peer's regions as this process maps it.
@@ -181,11 +179,7 @@ func (l *link) Progressed(d time.Duration) bool {
 			return true
 		}
 	}
-	if !l.graced || l.graceSeen != l.seen {
-		l.graced, l.graceSeen, l.graceAt = true, l.seen, now
-		return true
-	}
-	return now.Sub(l.graceAt) < d
+	return l.grace.Alive(now, d, l.seen)
 }
 
 // poll completes the requests the device has answered or, for the

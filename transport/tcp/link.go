@@ -49,11 +49,9 @@ type link struct {
 	// budget gets one grace of another budget per response taken (see
 	// Progressed): a responder starved of CPU for a while is slow, not
 	// dead.
-	resps      atomic.Uint64
-	graceMu    sync.Mutex
-	graced     bool
-	graceResps uint64 // resps when the last grace began
-	graceAt    int64  // when it began (unix nanoseconds)
+	resps   atomic.Uint64
+	graceMu sync.Mutex
+	grace   nic.SilenceGrace
 	// emptyAt is when a progress read last found nothing (nanotime): the
 	// next ones wait emptyWait, so that many CQ pollers do not each pay a
 	// read syscall for nothing; the link's goroutine still reads as soon
@@ -273,11 +271,7 @@ func (l *link) Progressed(d time.Duration) bool {
 	}
 	l.graceMu.Lock()
 	defer l.graceMu.Unlock()
-	if r := l.resps.Load(); !l.graced || r != l.graceResps {
-		l.graced, l.graceResps, l.graceAt = true, r, now
-		return true
-	}
-	return now-l.graceAt < int64(d)
+	return l.grace.Alive(time.Unix(0, now), d, l.resps.Load())
 }
 
 // send queues and flushes a control frame.
