@@ -1,23 +1,22 @@
 package loop_test
 
 import (
-	"fmt"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/internal/remotedev"
 	"github.com/rdmakit/rdmakit/transport/loop"
 	"github.com/rdmakit/rdmakit/verbs"
 	"github.com/rdmakit/rdmakit/verbs/verbstest"
 )
 
-var conformanceSeq atomic.Int64
-
 // loopProvider opens the nodes of a fresh fabric per case and injects
 // faults through the fabric.
-type loopProvider struct{}
+type loopProvider struct {
+	remotedev.LoopReference // Name and Open: the nodes n0 … n(n-1) of a fresh fabric
+}
 
 var (
 	_ verbstest.Killer      = loopProvider{}
@@ -25,25 +24,6 @@ var (
 	_ verbstest.Partitioner = loopProvider{}
 	_ verbstest.Delayer     = loopProvider{}
 )
-
-// Name implements verbstest.Provider.
-func (loopProvider) Name() string { return "loop" }
-
-// Open implements verbstest.Provider: the nodes n0 … n(n-1) of a fresh fabric,
-// opened through verbs.Open.
-func (loopProvider) Open(t testing.TB, n int) []verbs.Device {
-	t.Helper()
-	f := loop.Get(fmt.Sprintf("conformance%d", conformanceSeq.Add(1)))
-	devs := make([]verbs.Device, n)
-	for i := range devs {
-		d, err := verbs.Open(f.Address(fmt.Sprintf("n%d", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		devs[i] = d
-	}
-	return devs
-}
 
 // fabricOf returns the fabric and node name of a loop device.
 func fabricOf(t testing.TB, d verbs.Device) (*loop.Fabric, string) {
