@@ -308,7 +308,9 @@ func tlShm(ctx context.Context, env *Env, r *Result, point time.Duration, bar *P
 		return err
 	}
 	defer node.stop()
-	p, err := perf.Dial(ctx, perf.Config{Client: tlShmURI("client"), Poll: env.Poll, Window: 64}, node.CM, nil)
+	// Single-threaded QP and send CQ (ibverbs' thread domain and
+	// single-threaded CQ): ucx_perftest's workers are single-threaded too.
+	p, err := perf.Dial(ctx, perf.Config{Client: tlShmURI("client"), Poll: env.Poll, Window: 64, SingleThreaded: true}, node.CM, nil)
 	if err != nil {
 		return err
 	}
@@ -365,6 +367,7 @@ func tlShm(ctx context.Context, env *Env, r *Result, point time.Duration, bar *P
 
 	r.Notes = append(r.Notes,
 		"shm: the rdmakit node runs in its own process on a shm:// device (`rdmakit node --uri shm://… --mem "+tlShmMem+" --echo --recv 512 --recv-size "+tlRecvSize+"`); READ, WRITE and CAS run in the initiator's process on the node's mapped memory, SEND goes through the connection's shared-memory rings and is echoed by the node.",
+		"rdmakit shm client: its QP and send CQ are created SingleThreaded (verbs.QPInitAttr and verbs.CQInitAttr, ibverbs' thread domain and IBV_CREATE_CQ_ATTR_SINGLE_THREADED), its receives complete on a CQ of their own, and it busy-polls both CQs (yielding every 1024 empty polls), whatever --poll says; ucx_perftest runs one thread per process (-T 1) and busy-polls its UCP worker as well.",
 		fmt.Sprintf("rdmakit shm lat rows: one %d B operation at a time, post to polled completion. avg is elapsed/operations of a separate run of the same loop without per-operation clock readings (as ucx_perftest averages); p50 and p99 come from the timed run, which reads the clock around every operation. The SEND row is one way: half the echoed round trip.", tlOpSize),
 		fmt.Sprintf("ucx_perftest UCX_TLS=posix rows: both ucx_perftest processes on this machine over posix shared memory, sized to about %v each (at least %d iterations); avg is ucx_perftest's overall average (elapsed/iterations) and p50 its typical latency (the median of its last 2048 iterations). ucp_get and ucp_cswap are one blocking operation at a time; ucp_put_lat and ucp_am_lat are ping-pongs, shown one way (half the round trip) as ucx_perftest prints them. ucx_perftest always busy-polls; rdmakit polls with the run's policy (--poll).", point, minIters),
 		fmt.Sprintf("go copy(): the built-in copy between two 1 MiB heap buffers (the source written first, so it is not the kernel's zero page), repeated for %v; rdmakit shm write 1 MiB: perf's bandwidth test, %d WRITEs outstanding in lists of %d, each a copy from the client's written payload into the node's mapped region; both in 10⁹ bytes per second. Both are Go's copy of the same 1 MiB, so they take the same memmove path (on amd64 without fast REP MOVS, non-temporal stores from 1 MiB up).", point, p.Config().Window, p.Config().Batch),

@@ -22,6 +22,9 @@ type Options struct {
 	Cap verbs.QPCap
 	// SignalAll completes every send work request (sq_sig_all).
 	SignalAll bool
+	// SingleThreaded creates the QP with QPInitAttr.SingleThreaded: one
+	// goroutine at a time posts to it.
+	SingleThreaded bool
 	// Access is what the peer may do through this QP
 	// (verbs.AccessRemoteRead, AccessRemoteWrite, AccessRemoteAtomic), set
 	// at INIT. Zero allows SEND only.
@@ -63,12 +66,13 @@ func (o *Options) check() error {
 // o.Prepare on it.
 func (o *Options) createQP() (verbs.QP, error) {
 	qp, err := o.PD.CreateQP(verbs.QPInitAttr{
-		Type:      verbs.RC,
-		SendCQ:    o.SendCQ,
-		RecvCQ:    o.RecvCQ,
-		SRQ:       o.SRQ,
-		Cap:       o.Cap,
-		SignalAll: o.SignalAll,
+		Type:           verbs.RC,
+		SendCQ:         o.SendCQ,
+		RecvCQ:         o.RecvCQ,
+		SRQ:            o.SRQ,
+		Cap:            o.Cap,
+		SignalAll:      o.SignalAll,
+		SingleThreaded: o.SingleThreaded,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cm: create QP: %w", err)

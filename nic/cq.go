@@ -30,7 +30,7 @@ type CQ struct {
 	ring    []cqe // a power of two entries, at least depth
 	mask    uint64
 	depth   uint64
-	head    uint64 // guarded by mu
+	head    uint64 // written by the poller (with mu unless single), published with storeRel; read atomically
 	tail    uint64 // guarded by mu; behind stail while a QP has the CQ alone (solo.go)
 	overrun atomic.Bool
 	armed   atomic.Uint32
@@ -43,8 +43,12 @@ type CQ struct {
 	// (solo.go): its send completions are written under its own lock.
 	solo  atomic.Pointer[QP]
 	stail atomic.Uint64 // the tail as that QP publishes it
-	shead atomic.Uint64 // head as last published to it, at most head
-	lazy  uint64        // how far head may run ahead of shead
+
+	// single: the CQ was created SingleThreaded (one poller at a time),
+	// so while a QP has it alone Poll takes no lock (solo.go); polling
+	// marks the poller inside, to catch a second one.
+	single  bool
+	polling bool
 }
 
 var _ verbs.CQ = (*CQ)(nil)
@@ -55,7 +59,7 @@ func newCQ(n *Node, depth int) *CQ {
 		size <<= 1
 	}
 	return &CQ{node: n, ring: make([]cqe, size), mask: uint64(size - 1), depth: uint64(depth),
-		lazy: uint64(max(depth/4, 1)), ev: make(chan struct{}, 1), done: make(chan struct{})}
+		ev: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // push appends a completion. It returns false when the CQ is full: the
@@ -96,7 +100,7 @@ func (c *CQ) reserveLocked() (e *cqe, ok bool) {
 		return nil, true
 	}
 	c.syncLocked()
-	if c.overrun.Load() || c.tail-c.head >= c.depth {
+	if c.overrun.Load() || c.tail-atomic.LoadUint64(&c.head) >= c.depth {
 		c.overrun.Store(true)
 		c.signal()
 		return nil, false
@@ -127,6 +131,9 @@ func (c *CQ) signal() {
 
 // Poll implements verbs.CQ.
 func (c *CQ) Poll(wc []verbs.WC) (int, error) {
+	if c.single && c.solo.Load() != nil {
+		return c.pollSingle(wc)
+	}
 	c.mu.Lock()
 	c.syncLocked()
 	if c.tail == c.head && len(wc) > 0 {
@@ -139,8 +146,20 @@ func (c *CQ) Poll(wc []verbs.WC) (int, error) {
 			c.syncLocked()
 		}
 	}
-	head := c.head
-	n := int(c.tail - head)
+	n := c.take(wc, c.head, c.tail)
+	over := c.overrun.Load()
+	c.mu.Unlock()
+	if over {
+		return n, verbs.ErrCQOverrun
+	}
+	return n, nil
+}
+
+// take moves the completions from head up to tail, at most len(wc), into
+// wc, frees their send-queue slots and publishes the new head. The
+// caller is the CQ's one poller: it holds c.mu, or the CQ is single.
+func (c *CQ) take(wc []verbs.WC, head, tail uint64) int {
+	n := int(tail - head)
 	if n > len(wc) {
 		n = len(wc)
 	}
@@ -152,9 +171,9 @@ func (c *CQ) Poll(wc []verbs.WC) (int, error) {
 			// atomic per completion is a fifth of a READ's cost);
 			// PostSend asks for the exact figure when it looks full.
 			if cs := q.cost.Load(); cs != nil {
-				cs.outstanding.Add(-int64(e.seq - q.polled))
+				cs.outstanding.Add(-int64(e.seq - atomic.LoadUint64(&q.polled)))
 			}
-			q.polled = e.seq
+			storeRel(&q.polled, e.seq)
 			if e.seq-q.reaped.Load() >= q.reapEvery {
 				q.reap(e.seq)
 			}
@@ -162,16 +181,13 @@ func (c *CQ) Poll(wc []verbs.WC) (int, error) {
 		}
 		head++
 	}
-	c.head = head
-	if head-c.shead.Load() >= c.lazy && c.solo.Load() != nil {
-		c.shead.Store(head)
+	if n > 0 {
+		// A plain store on amd64: producers read head to see room, and
+		// one that sees an older head only finds the CQ fuller (as a
+		// NIC that has not yet read the consumer index).
+		storeRel(&c.head, head)
 	}
-	over := c.overrun.Load()
-	c.mu.Unlock()
-	if over {
-		return n, verbs.ErrCQOverrun
-	}
-	return n, nil
+	return n
 }
 
 // Len returns the number of completions waiting to be polled.
@@ -179,7 +195,7 @@ func (c *CQ) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.syncLocked()
-	return int(c.tail - c.head)
+	return int(c.tail - atomic.LoadUint64(&c.head))
 }
 
 // ReqNotify implements verbs.CQ.

@@ -2,6 +2,7 @@ package nic
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmakit/rdmakit/verbs"
@@ -15,7 +16,7 @@ import (
 // the QP's link in order and sent with one flush per post list; they
 // complete as the responses arrive.
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
-	q.mu.Lock()
+	q.mu.lockPoster()
 	err := q.postLocked(wrs)
 	if q.destLink != nil && q.typ == verbs.RC {
 		q.transmitLocked()
@@ -108,11 +109,7 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 // syncReaped brings reaped up to the last polled completion and reports
 // whether the send queue has room now.
 func (q *QP) syncReaped() bool {
-	c := q.sendCQ
-	c.mu.Lock()
-	p := q.polled
-	c.mu.Unlock()
-	q.reap(p)
+	q.reap(atomic.LoadUint64(&q.polled))
 	return q.posted-q.reaped.Load() < uint64(q.cap.MaxSendWR)
 }
 

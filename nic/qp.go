@@ -2,7 +2,6 @@ package nic
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +37,7 @@ type QP struct {
 	// it serves as a responder (isolation.go); nil outside a connection.
 	peer atomic.Pointer[connPeer]
 
-	mu       sync.Mutex // send side, attributes and the deferred queue
+	mu       qpLock // send side, attributes and the deferred queue (single.go)
 	dest     Target
 	destNode *Node // dest when it is in this process
 	// cost is destNode's cost model when it has one: requests posted to
@@ -58,7 +57,7 @@ type QP struct {
 	result    uint64        // the WC.Result of the request being completed (ALLOCATE)
 	posted    uint64        // send sequence number of the last posted request
 	reaped    atomic.Uint64 // a request whose completion was polled, at most polled
-	polled    uint64        // the last request whose completion was polled; guarded by sendCQ.mu
+	polled    uint64        // the last request whose completion was polled; written by sendCQ's poller (storeRel), read atomically
 	reapEvery uint64        // how far polled may run ahead of reaped
 
 	sq      sendQueue
@@ -142,6 +141,7 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 		// usable without asking the CQ.
 		reapEvery: uint64(max(c.MaxSendWR/4, 1)),
 		prevOK:    true,
+		mu:        qpLock{biased: a.SingleThreaded},
 		limits: verbs.Limits{
 			Type:              a.Type,
 			MaxSGE:            c.MaxSendSGE,
@@ -168,7 +168,7 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 		srq.rq.mu.Unlock()
 	}
 	q.sq.init(max(c.MaxSendWR, 1), max(c.MaxSendSGE, 1), c.MaxInlineData)
-	scq.attach(q, scq == rcq && srq == nil)
+	scq.attach(q, scq != rcq || srq == nil)
 	rcq.attach(q, false)
 	pd.qps.Add(1)
 	n.addQP(q)

@@ -1,21 +1,28 @@
 package nic
 
-import "github.com/rdmakit/rdmakit/verbs"
+import (
+	"fmt"
+	"sync/atomic"
 
-// A CQ that one QP has alone — its send and receive CQ, no SRQ, no other
-// QP — and on which that QP has not posted a receive has a single
-// producer: the QP's send side, which completes requests holding q.mu.
-// Its completions then go into the ring without c.mu: the QP writes the
-// entry and publishes the tail (stail) with one atomic store; Poll, still
-// under c.mu for its own callers, takes that tail up. The QP sees the
-// polled head only lazily (shead, published every c.lazy entries) and
-// takes c.mu for the exact figure when the CQ looks full, so the depth
-// and the overrun are exactly those of the locked path.
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// A CQ that one QP has alone — its send CQ, no other QP's, and either not
+// its receive CQ too or, if it is, without an SRQ and before the QP posts
+// a receive — has a single producer: the QP's send side, which completes
+// requests holding q.mu. Its completions then go into the ring without
+// c.mu: the QP writes the entry and publishes the tail (stail) with one
+// atomic store; Poll takes that tail up, under c.mu for its own callers,
+// or without any lock when the CQ is single (verbs.CQInitAttr
+// SingleThreaded: one poller at a time). The QP reads the polled head,
+// which Poll publishes with a release store, and takes c.mu to look
+// again when the CQ seems full, so the depth and the overrun are exactly
+// those of the locked path.
 //
 // The mode ends for good when another QP attaches to the CQ, when the QP
-// posts a receive (a responder could then complete it on another
-// goroutine) or when it is destroyed: endSolo then waits for q.mu, after
-// which no completion is being written without c.mu.
+// posts a receive completed on it (a responder could then complete it on
+// another goroutine) or when it is destroyed: endSolo then waits for
+// q.mu, after which no completion is being written without c.mu.
 
 // attach counts q as a user of c. With alone set (c is both of q's CQs
 // and q has no SRQ) and no other user, c becomes q's alone; another
@@ -29,7 +36,6 @@ func (c *CQ) attach(q *QP, alone bool) {
 	if alone && other == nil && c.users.Load() == 0 && !c.closed.Load() {
 		c.syncLocked()
 		c.stail.Store(c.tail)
-		c.shead.Store(c.head)
 		c.solo.Store(q)
 	}
 	c.users.Add(1)
@@ -67,11 +73,11 @@ func (c *CQ) pushSolo(id uint64, st verbs.Status, op verbs.WCOpcode, n uint32, r
 		return true // dropped, as reserveLocked does
 	}
 	t := c.stail.Load() // only qp writes it
-	if c.overrun.Load() || t-c.shead.Load() >= c.depth {
-		// Full, or only looks so: ask for the polled head.
+	if c.overrun.Load() || t-atomic.LoadUint64(&c.head) >= c.depth {
+		// Full, or only looks so: a locked poll publishes its head
+		// before it releases c.mu.
 		c.mu.Lock()
-		c.shead.Store(c.head)
-		if c.overrun.Load() || t-c.head >= c.depth {
+		if c.overrun.Load() || t-atomic.LoadUint64(&c.head) >= c.depth {
 			c.overrun.Store(true)
 			c.signal()
 			c.mu.Unlock()
@@ -94,4 +100,32 @@ func (c *CQ) pushSolo(id uint64, st verbs.Status, op verbs.WCOpcode, n uint32, r
 		c.mu.Unlock()
 	}
 	return true
+}
+
+// errConcurrentPoll is what Poll of a single CQ returns when it finds
+// another Poll inside (the caller broke the promise; not every case is
+// caught — the race detector catches the rest).
+var errConcurrentPoll = fmt.Errorf("%w: concurrent Poll of a single-threaded CQ", verbs.ErrInvalidState)
+
+// pollSingle is Poll of a single CQ that a QP has alone: the one poller
+// takes the entries up to the published tail without c.mu.
+func (c *CQ) pollSingle(wc []verbs.WC) (int, error) {
+	if c.polling {
+		return 0, errConcurrentPoll
+	}
+	c.polling = true
+	head := atomic.LoadUint64(&c.head)
+	t := c.stail.Load()
+	if t == head && len(wc) > 0 {
+		if p := c.node.progress; p != nil {
+			p() // as Poll: drive the transport once
+			t = c.stail.Load()
+		}
+	}
+	n := c.take(wc, head, t)
+	c.polling = false
+	if c.overrun.Load() {
+		return n, verbs.ErrCQOverrun
+	}
+	return n, nil
 }

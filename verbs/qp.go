@@ -103,6 +103,13 @@ type QPInitAttr struct {
 	// SignalAll completes every send work request, as if each had
 	// FlagSignaled (ibverbs' sq_sig_all).
 	SignalAll bool
+	// SingleThreaded promises that one goroutine at a time posts send
+	// work requests to the QP (ibverbs' thread domain, ibv_alloc_td), so
+	// a provider may keep its send side free of locks on the common
+	// path. Providers that cannot use the hint ignore it. rdmakit's own
+	// providers stay correct if the promise is broken (a second poster
+	// takes the locked path), only slower; see docs/verbs.md.
+	SingleThreaded bool
 }
 
 // Defaults used by CreateQP for zero QPCap fields and by Modify for zero

@@ -86,11 +86,14 @@ func remoteServer(tb testing.TB, echo bool) (string, string) {
 }
 
 // dialPair starts a remoteServer and dials it.
-func dialPair(tb testing.TB, echo bool) *perf.Pair {
+func dialPair(tb testing.TB, echo bool) *perf.Pair { return dialPairWith(tb, echo, false) }
+
+// dialPairWith is dialPair; single makes the client SingleThreaded.
+func dialPairWith(tb testing.TB, echo, single bool) *perf.Pair {
 	tb.Helper()
 	addr, fabric := remoteServer(tb, echo)
 	p, err := perf.Dial(context.Background(), perf.Config{Client: fabric + "/client",
-		Poll: verbs.PollBusy, Window: 32, MaxSize: 1 << 20}, addr, nil)
+		Poll: verbs.PollBusy, Window: 32, MaxSize: 1 << 20, SingleThreaded: single}, addr, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -99,7 +102,12 @@ func dialPair(tb testing.TB, echo bool) *perf.Pair {
 }
 
 func TestDialEveryCell(t *testing.T) {
-	p := dialPair(t, true)
+	t.Run("locked", func(t *testing.T) { testDialEveryCell(t, false) })
+	t.Run("single", func(t *testing.T) { testDialEveryCell(t, true) })
+}
+
+func testDialEveryCell(t *testing.T, single bool) {
+	p := dialPairWith(t, true, single)
 	if c := p.Config(); c.MaxSize != 64<<10 || c.Server == "" || p.Remote().Len != 64<<10 {
 		t.Fatalf("config %+v, remote %v", c, p.Remote())
 	}
@@ -137,6 +145,7 @@ func TestDialNoEcho(t *testing.T) {
 
 func TestDialMeasuredLoopAllocatesNothing(t *testing.T) {
 	checkLoopAllocs(t, dialPair(t, true), 3000)
+	checkLoopAllocs(t, dialPairWith(t, true, true), 3000)
 }
 
 func TestDialErrors(t *testing.T) {

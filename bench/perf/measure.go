@@ -210,7 +210,7 @@ func (p *Pair) wait(ctx context.Context, c Cell, sends, recvs int) error {
 		p.sent += uint64(sends)
 	}
 	for sends > 0 || recvs > 0 {
-		n, err := verbs.PollWait(ctx, p.ccq, p.wc, p.cfg.Poll)
+		n, err := p.pollClient(ctx)
 		if err != nil {
 			return err
 		}
@@ -275,7 +275,7 @@ func (p *Pair) bandwidth(ctx context.Context, c Cell, s Stop) (done int, elapsed
 			}
 			runtime.Gosched() // waiting for SEND credits
 		} else {
-			n, err := verbs.PollWait(ctx, p.ccq, p.wc, p.cfg.Poll)
+			n, err := p.pollClient(ctx)
 			if err != nil {
 				return done, 0, 0, err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,14 @@ type Config struct {
 	// Longer runs keep exact min, max and mean and compute percentiles
 	// over the most recent Samples operations.
 	Samples int
+	// SingleThreaded creates the client's QP and send CQ SingleThreaded
+	// (verbs.QPInitAttr, verbs.CQInitAttr), as ibverbs' thread domain and
+	// single-threaded CQ, with the client's receives completing on a CQ
+	// of their own, so that the send CQ is the QP's alone and the common
+	// path takes no lock. The measuring loop is the only poster and
+	// poller; with two CQs it busy-polls both, yielding now and then,
+	// whatever Poll says.
+	SingleThreaded bool
 }
 
 func (c *Config) defaults() {
@@ -86,6 +95,7 @@ type Pair struct {
 	cfg  Config
 	cdev verbs.Device
 	ccq  verbs.CQ
+	crcq verbs.CQ // the client's receive CQ when it is not ccq (SingleThreaded)
 	cqp  verbs.QP
 	cmr  verbs.MR
 
@@ -206,11 +216,11 @@ func Dial(ctx context.Context, cfg Config, addr string, private []byte) (_ *Pair
 	if err != nil {
 		return nil, err
 	}
-	if p.ccq, err = p.cdev.CreateCQ(p.cfg.Window + 2*p.nrecv + 64); err != nil {
+	if err = p.createCQs(); err != nil {
 		return nil, err
 	}
 	p.conn, err = cm.Dial(ctx, p.cdev, addr, cm.Options{
-		PD: pd, SendCQ: p.ccq, RecvCQ: p.ccq,
+		PD: pd, SendCQ: p.ccq, RecvCQ: p.recvCQ(), SingleThreaded: p.cfg.SingleThreaded,
 		Cap:         verbs.QPCap{MaxSendWR: p.cfg.Window + p.nrecv, MaxRecvWR: p.nrecv, MaxSendSGE: 1, MaxRecvSGE: 1},
 		PrivateData: private,
 		MinRNRTimer: remoteMinRNR,
@@ -238,12 +248,58 @@ func Dial(ctx context.Context, cfg Config, addr string, private []byte) (_ *Pair
 
 // createClient creates the client's CQ and QP of an in-process pair.
 func (p *Pair) createClient(pd verbs.PD) (err error) {
-	if p.ccq, err = p.cdev.CreateCQ(p.cfg.Window + 2*p.nrecv + 64); err != nil {
+	if err = p.createCQs(); err != nil {
 		return err
 	}
-	p.cqp, err = pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: p.ccq, RecvCQ: p.ccq,
-		Cap: verbs.QPCap{MaxSendWR: p.cfg.Window + p.nrecv, MaxRecvWR: p.nrecv, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	p.cqp, err = pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: p.ccq, RecvCQ: p.recvCQ(),
+		Cap:            verbs.QPCap{MaxSendWR: p.cfg.Window + p.nrecv, MaxRecvWR: p.nrecv, MaxSendSGE: 1, MaxRecvSGE: 1},
+		SingleThreaded: p.cfg.SingleThreaded})
 	return err
+}
+
+// createCQs creates the client's CQ, or with SingleThreaded its send and
+// receive CQs.
+func (p *Pair) createCQs() (err error) {
+	depth := p.cfg.Window + 2*p.nrecv + 64
+	if !p.cfg.SingleThreaded {
+		p.ccq, err = p.cdev.CreateCQ(depth)
+		return err
+	}
+	if p.ccq, err = verbs.CreateCQEx(p.cdev, verbs.CQInitAttr{Depth: depth, SingleThreaded: true}); err != nil {
+		return err
+	}
+	p.crcq, err = verbs.CreateCQEx(p.cdev, verbs.CQInitAttr{Depth: depth, SingleThreaded: true})
+	return err
+}
+
+// recvCQ is the CQ the client's receives complete on.
+func (p *Pair) recvCQ() verbs.CQ {
+	if p.crcq != nil {
+		return p.crcq
+	}
+	return p.ccq
+}
+
+// pollClient waits for completions of the client: PollWait on its CQ or,
+// with a receive CQ of its own, busy-polling both.
+func (p *Pair) pollClient(ctx context.Context) (int, error) {
+	if p.crcq == nil {
+		return verbs.PollWait(ctx, p.ccq, p.wc, p.cfg.Poll)
+	}
+	for i := 0; ; i++ {
+		if n, err := p.ccq.Poll(p.wc); n > 0 || err != nil {
+			return n, err
+		}
+		if n, err := p.crcq.Poll(p.wc); n > 0 || err != nil {
+			return n, err
+		}
+		if i&1023 == 1023 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+			runtime.Gosched()
+		}
+	}
 }
 
 // alloc registers the client's region — [0, MaxSize) is the payload,

@@ -92,3 +92,9 @@ func TestConformance(t *testing.T) {
 func TestEquivalence(t *testing.T) {
 	verbstest.Equivalence(t, loopProvider{}, loopProvider{})
 }
+
+// TestEquivalenceSingleThreaded: the sequence with the requester's QPs
+// and CQ SingleThreaded gives loop's own trace.
+func TestEquivalenceSingleThreaded(t *testing.T) {
+	verbstest.EquivalenceSingleThreaded(t, loopProvider{}, loopProvider{})
+}

@@ -20,7 +20,11 @@ type pair struct {
 	peerQP       verbs.QP
 }
 
-func newPair(tb testing.TB, size int) *pair {
+func newPair(tb testing.TB, size int) *pair { return newPairWith(tb, size, false) }
+
+// newPairWith is newPair; single makes the initiator's QP and send CQ
+// SingleThreaded, its receives completing on a CQ of their own.
+func newPairWith(tb testing.TB, size int, single bool) *pair {
 	tb.Helper()
 	must := func(err error) {
 		tb.Helper()
@@ -37,11 +41,16 @@ func newPair(tb testing.TB, size int) *pair {
 	must(err)
 	pb, err := b.AllocPD()
 	must(err)
-	cqa, err := a.CreateCQ(1024)
+	cqa, err := verbs.CreateCQEx(a, verbs.CQInitAttr{Depth: 1024, SingleThreaded: single})
 	must(err)
+	rcqa := cqa
+	if single {
+		rcqa, err = a.CreateCQ(1024)
+		must(err)
+	}
 	cqb, err := b.CreateCQ(1024)
 	must(err)
-	qa, err := pa.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cqa, RecvCQ: cqa})
+	qa, err := pa.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cqa, RecvCQ: rcqa, SingleThreaded: single})
 	must(err)
 	qb, err := pb.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cqb, RecvCQ: cqb})
 	must(err)
@@ -94,7 +103,12 @@ func (p *pair) roundTrip(tb testing.TB, wrs []verbs.SendWR, wc []verbs.WC) {
 }
 
 func benchOp(b *testing.B, op verbs.Opcode, n uint32) {
-	p := newPair(b, 4<<20)
+	b.Run("locked", func(b *testing.B) { benchOpWith(b, op, n, false) })
+	b.Run("single", func(b *testing.B) { benchOpWith(b, op, n, true) })
+}
+
+func benchOpWith(b *testing.B, op verbs.Opcode, n uint32, single bool) {
+	p := newPairWith(b, 4<<20, single)
 	wrs, wc := p.wr(op, n), make([]verbs.WC, 4)
 	b.SetBytes(int64(n))
 	b.ReportAllocs()
@@ -109,12 +123,14 @@ func BenchmarkCAS8(b *testing.B)      { benchOp(b, verbs.OpAtomicCmpAndSwp, 8) }
 func BenchmarkWrite1MiB(b *testing.B) { benchOp(b, verbs.OpWrite, 1<<20) }
 
 func TestHotPathAllocatesNothing(t *testing.T) {
-	p := newPair(t, 4096)
-	wc := make([]verbs.WC, 4)
-	for _, op := range []verbs.Opcode{verbs.OpRead, verbs.OpWrite, verbs.OpAtomicCmpAndSwp, verbs.OpAtomicFetchAndAdd} {
-		wrs := p.wr(op, 8)
-		if a := testing.AllocsPerRun(1000, func() { p.roundTrip(t, wrs, wc) }); a != 0 {
-			t.Errorf("%v post+poll allocates %v times per op", op, a)
+	for _, single := range []bool{false, true} {
+		p := newPairWith(t, 4096, single)
+		wc := make([]verbs.WC, 4)
+		for _, op := range []verbs.Opcode{verbs.OpRead, verbs.OpWrite, verbs.OpAtomicCmpAndSwp, verbs.OpAtomicFetchAndAdd} {
+			wrs := p.wr(op, 8)
+			if a := testing.AllocsPerRun(1000, func() { p.roundTrip(t, wrs, wc) }); a != 0 {
+				t.Errorf("%v post+poll (single-threaded %v) allocates %v times per op", op, single, a)
+			}
 		}
 	}
 }

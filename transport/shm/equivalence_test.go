@@ -22,3 +22,13 @@ func TestEquivalenceInProcess(t *testing.T) {
 func TestEquivalenceCrossProcess(t *testing.T) {
 	verbstest.Equivalence(t, crossProcess(sharedNode.Get), loopReference)
 }
+
+// TestEquivalenceSingleThreaded is TestEquivalenceInProcess and
+// TestEquivalenceCrossProcess with the requester's QPs and CQ
+// SingleThreaded (lock-free post and poll).
+func TestEquivalenceSingleThreaded(t *testing.T) {
+	t.Run("in-process", func(t *testing.T) { verbstest.EquivalenceSingleThreaded(t, inProcess{}, loopReference) })
+	t.Run("cross-process", func(t *testing.T) {
+		verbstest.EquivalenceSingleThreaded(t, crossProcess(sharedNode.Get), loopReference)
+	})
+}

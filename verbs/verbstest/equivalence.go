@@ -131,7 +131,15 @@ var (
 // Equivalence runs the equivalence sequence on p and requires its trace
 // to be identical to the one on ref (typically the loop fabric), computed
 // once per test binary.
-func Equivalence(t *testing.T, p, ref Provider) {
+func Equivalence(t *testing.T, p, ref Provider) { equivalence(t, p, ref, false) }
+
+// EquivalenceSingleThreaded is Equivalence with the requester's QPs and
+// their CQ created SingleThreaded (verbs.QPInitAttr, verbs.CQInitAttr):
+// the hints must change nothing a single-threaded application sees. The
+// reference runs without them.
+func EquivalenceSingleThreaded(t *testing.T, p, ref Provider) { equivalence(t, p, ref, true) }
+
+func equivalence(t *testing.T, p, ref Provider, single bool) {
 	refMu.Lock()
 	want := refTraces[ref.Name()]
 	if want == nil {
@@ -139,7 +147,7 @@ func Equivalence(t *testing.T, p, ref Provider) {
 		refTraces[ref.Name()] = want
 	}
 	refMu.Unlock()
-	got := RunEquivalence(t, p, EquivalenceSeed, EquivalenceOps)
+	got := runEquivalence(t, p, EquivalenceSeed, EquivalenceOps, single)
 	if d := want.Diff(got); d != "" {
 		t.Fatalf("%s and %s disagree on the equivalence sequence (seed %d): %s", ref.Name(), p.Name(), EquivalenceSeed, d)
 	}
@@ -153,7 +161,12 @@ func Equivalence(t *testing.T, p, ref Provider) {
 // devices of p and returns its trace.
 func RunEquivalence(t testing.TB, p Provider, seed uint64, ops int) *Trace {
 	t.Helper()
-	r := newEqRun(t, p, seed)
+	return runEquivalence(t, p, seed, ops, false)
+}
+
+func runEquivalence(t testing.TB, p Provider, seed uint64, ops int, single bool) *Trace {
+	t.Helper()
+	r := newEqRun(t, p, seed, single)
 	for r.posted < ops {
 		r.batch(t, min(1+r.rng.IntN(eqMaxBatch), ops-r.posted))
 	}
@@ -181,6 +194,7 @@ type eqRun struct {
 	rw, ro, recv verbs.MR
 	conns        [eqQPs]eqConn
 	posted       int
+	single       bool // the requester side is SingleThreaded
 	nextID       uint64
 	recvSeq      int
 	tr           *Trace
@@ -200,7 +214,7 @@ type eqOut struct {
 	off, n int
 }
 
-func newEqRun(t testing.TB, p Provider, seed uint64) *eqRun {
+func newEqRun(t testing.TB, p Provider, seed uint64, single bool) *eqRun {
 	t.Helper()
 	nodes := openNodes(t, p, 2)
 	r := &eqRun{
@@ -208,6 +222,7 @@ func newEqRun(t testing.TB, p Provider, seed uint64) *eqRun {
 		a:   nodes[0], b: nodes[1],
 		tr:     &Trace{Provider: p.Name()},
 		nextID: 1,
+		single: single,
 	}
 	r.local = r.a.mr(t, eqLocal, verbs.AccessAll)
 	r.rw = r.b.mr(t, eqRW, verbs.AccessAll)
@@ -226,7 +241,13 @@ func newEqRun(t testing.TB, p Provider, seed uint64) *eqRun {
 	r.maxInline = min(r.a.dev.Attr().MaxInlineData, 64) // 64: the default QPCap.MaxInlineData
 	r.maskedSizes = r.a.dev.Attr().MaskedAtomicSizes & r.b.dev.Attr().MaskedAtomicSizes
 	for i := range r.conns {
-		r.conns[i].scq = r.a.newCQ(t, 64)
+		if single {
+			cq, err := verbs.CreateCQEx(r.a.dev, verbs.CQInitAttr{Depth: 64, SingleThreaded: true})
+			must(t, err)
+			r.conns[i].scq = cq
+		} else {
+			r.conns[i].scq = r.a.newCQ(t, 64)
+		}
 		r.reconnect(t, i)
 	}
 	return r
@@ -242,7 +263,7 @@ func (r *eqRun) reconnect(t testing.TB, i int) {
 		must(t, c.rcq.Destroy())
 	}
 	c.rcq = r.b.newCQ(t, 64)
-	c.qa = r.a.qp(t, qpOpts{cq: c.scq})
+	c.qa = r.a.qp(t, qpOpts{cq: c.scq, single: r.single})
 	c.qb = r.b.qp(t, qpOpts{cq: c.rcq})
 	connect(t, c.qa, r.b.dev, c.qb.QPN(), connOpts{access: verbs.AccessAll, rnrRetry: verbs.NoRNRRetry})
 	connect(t, c.qb, r.a.dev, c.qa.QPN(), connOpts{access: verbs.AccessAll})

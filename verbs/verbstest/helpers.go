@@ -80,6 +80,7 @@ type qpOpts struct {
 	srq       verbs.SRQ
 	cq        verbs.CQ // the node's CQ when nil
 	pd        verbs.PD // the node's PD when nil
+	single    bool     // QPInitAttr.SingleThreaded
 }
 
 // qp creates a QP in RESET.
@@ -95,7 +96,8 @@ func (n *node) qp(t testing.TB, o qpOpts) verbs.QP {
 	if pd == nil {
 		pd = n.pd
 	}
-	q, err := pd.CreateQP(verbs.QPInitAttr{Type: o.typ, SendCQ: o.cq, RecvCQ: o.cq, SRQ: o.srq, Cap: o.cap, SignalAll: o.signalAll})
+	q, err := pd.CreateQP(verbs.QPInitAttr{Type: o.typ, SendCQ: o.cq, RecvCQ: o.cq, SRQ: o.srq, Cap: o.cap, SignalAll: o.signalAll,
+		SingleThreaded: o.single})
 	if err != nil {
 		t.Fatalf("CreateQP: %v", err)
 	}
