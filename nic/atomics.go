@@ -86,7 +86,11 @@ func applyAtomic(l AtomicLocks, s uint32, op verbs.Opcode, a *verbs.AtomicArgs, 
 		v := atomic.LoadUint64(p)
 		orig[0] = v
 		if v == a.Compare[0] {
-			atomic.StoreUint64(p, a.Swap[0])
+			// Under the stripe lock, whose release orders it: a plain
+			// store on amd64 (storeRel) where an atomic store would
+			// add a locked instruction. Direct READs load the word
+			// atomically and see the old or the new value.
+			storeRel(p, a.Swap[0])
 			return true
 		}
 		return false
@@ -94,7 +98,7 @@ func applyAtomic(l AtomicLocks, s uint32, op verbs.Opcode, a *verbs.AtomicArgs, 
 		p := word(mem)
 		v := atomic.LoadUint64(p)
 		orig[0] = v
-		atomic.StoreUint64(p, v+a.Swap[0])
+		storeRel(p, v+a.Swap[0]) // as CAS's
 		return true
 	}
 	n := int(a.Size / 8)
