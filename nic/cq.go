@@ -42,13 +42,16 @@ type CQ struct {
 	// The producer side without mu, for a CQ that one QP has alone
 	// (solo.go): its send completions are written under its own lock.
 	solo  atomic.Pointer[QP]
-	stail atomic.Uint64 // the tail as that QP publishes it
+	stail uint64 // the tail as that QP publishes it; accessed atomically
 
 	// single: the CQ was created SingleThreaded (one poller at a time),
 	// so while a QP has it alone Poll takes no lock (solo.go); polling
 	// marks the poller inside, to catch a second one.
 	single  bool
 	polling bool
+	// fenceless: single, and ReqNotify runs a membarrier after arming,
+	// so the solo QP publishes its tail with a plain store.
+	fenceless bool
 }
 
 var _ verbs.CQ = (*CQ)(nil)
@@ -201,8 +204,8 @@ func (c *CQ) Len() int {
 // ReqNotify implements verbs.CQ.
 func (c *CQ) ReqNotify(solicitedOnly bool) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed.Load() {
+		c.mu.Unlock()
 		return verbs.ErrClosed
 	}
 	if solicitedOnly {
@@ -211,6 +214,13 @@ func (c *CQ) ReqNotify(solicitedOnly bool) error {
 		}
 	} else {
 		c.armed.Store(armAny)
+	}
+	c.mu.Unlock()
+	if c.fenceless {
+		// Before the caller polls: a completion whose tail store the
+		// solo QP had not yet made visible when it found the CQ unarmed
+		// is visible after this (membarrier_linux.go).
+		membarrier()
 	}
 	return nil
 }

@@ -82,6 +82,8 @@ func (n *Node) CreateCQEx(a verbs.CQInitAttr) (verbs.CQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	cq.(*CQ).single = a.SingleThreaded
+	c := cq.(*CQ)
+	c.single = a.SingleThreaded
+	c.fenceless = a.SingleThreaded && membarrierAvailable()
 	return cq, nil
 }

@@ -35,7 +35,7 @@ func (c *CQ) attach(q *QP, alone bool) {
 	}
 	if alone && other == nil && c.users.Load() == 0 && !c.closed.Load() {
 		c.syncLocked()
-		c.stail.Store(c.tail)
+		atomic.StoreUint64(&c.stail, c.tail)
 		c.solo.Store(q)
 	}
 	c.users.Add(1)
@@ -62,7 +62,7 @@ func (c *CQ) endSolo(q *QP) {
 
 // syncLocked takes up the tail the solo QP published. c.mu is held.
 func (c *CQ) syncLocked() {
-	if t := c.stail.Load(); t > c.tail {
+	if t := atomic.LoadUint64(&c.stail); t > c.tail {
 		c.tail = t
 	}
 }
@@ -72,7 +72,7 @@ func (c *CQ) pushSolo(id uint64, st verbs.Status, op verbs.WCOpcode, n uint32, r
 	if c.closed.Load() {
 		return true // dropped, as reserveLocked does
 	}
-	t := c.stail.Load() // only qp writes it
+	t := atomic.LoadUint64(&c.stail) // only qp writes it
 	if c.overrun.Load() || t-atomic.LoadUint64(&c.head) >= c.depth {
 		// Full, or only looks so: a locked poll publishes its head
 		// before it releases c.mu.
@@ -89,7 +89,13 @@ func (c *CQ) pushSolo(id uint64, st verbs.Status, op verbs.WCOpcode, n uint32, r
 	e.wc = verbs.WC{ID: id, Status: st, Opcode: op, ByteLen: n, QPN: qp.qpn, Result: result}
 	e.qp = qp
 	e.seq = seq
-	c.stail.Store(t + 1)
+	if c.fenceless {
+		// A plain store: ReqNotify's membarrier orders it for the load
+		// of armed below (see membarrier_linux.go).
+		storeRel(&c.stail, t+1)
+	} else {
+		atomic.StoreUint64(&c.stail, t+1)
+	}
 	// Arming stores armed and then polls; this loads it after the store
 	// of the tail: one of the two sees the other.
 	if a := c.armed.Load(); a == armAny || (a == armSolicited && st != verbs.StatusSuccess) {
@@ -115,11 +121,11 @@ func (c *CQ) pollSingle(wc []verbs.WC) (int, error) {
 	}
 	c.polling = true
 	head := atomic.LoadUint64(&c.head)
-	t := c.stail.Load()
+	t := atomic.LoadUint64(&c.stail)
 	if t == head && len(wc) > 0 {
 		if p := c.node.progress; p != nil {
 			p() // as Poll: drive the transport once
-			t = c.stail.Load()
+			t = atomic.LoadUint64(&c.stail)
 		}
 	}
 	n := c.take(wc, head, t)
