@@ -145,7 +145,7 @@ func TestDialNoEcho(t *testing.T) {
 
 func TestDialMeasuredLoopAllocatesNothing(t *testing.T) {
 	checkLoopAllocs(t, dialPair(t, true), 3000)
-	checkLoopAllocs(t, dialPairWith(t, true, true), 3000)
+	checkLoopAllocs(t, dialPairWith(t, true, true), 1000)
 }
 
 func TestDialErrors(t *testing.T) {

@@ -78,6 +78,9 @@ func (p *Pair) measure(ctx context.Context, c Cell, s Stop, untimed bool) (Measu
 		return err
 	}
 	if c.Op == Send {
+		if err := p.postRecvs(); err != nil {
+			return m, err
+		}
 		if p.srv != nil {
 			return m, p.srv.withServer(ctx, c.Test == Lat, c.Size, run)
 		}
@@ -210,7 +213,7 @@ func (p *Pair) wait(ctx context.Context, c Cell, sends, recvs int) error {
 		p.sent += uint64(sends)
 	}
 	for sends > 0 || recvs > 0 {
-		n, err := p.pollClient(ctx)
+		n, err := verbs.PollWait(ctx, p.ccq, p.wc, p.cfg.Poll)
 		if err != nil {
 			return err
 		}
@@ -275,7 +278,7 @@ func (p *Pair) bandwidth(ctx context.Context, c Cell, s Stop) (done int, elapsed
 			}
 			runtime.Gosched() // waiting for SEND credits
 		} else {
-			n, err := p.pollClient(ctx)
+			n, err := verbs.PollWait(ctx, p.ccq, p.wc, p.cfg.Poll)
 			if err != nil {
 				return done, 0, 0, err
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -36,13 +35,12 @@ type Config struct {
 	// Longer runs keep exact min, max and mean and compute percentiles
 	// over the most recent Samples operations.
 	Samples int
-	// SingleThreaded creates the client's QP and send CQ SingleThreaded
+	// SingleThreaded creates the client's QP and CQ SingleThreaded
 	// (verbs.QPInitAttr, verbs.CQInitAttr), as ibverbs' thread domain and
-	// single-threaded CQ, with the client's receives completing on a CQ
-	// of their own, so that the send CQ is the QP's alone and the common
-	// path takes no lock. The measuring loop is the only poster and
-	// poller; with two CQs it busy-polls both, yielding now and then,
-	// whatever Poll says.
+	// single-threaded CQ: the measuring loop is the only poster and
+	// poller. The client's receives are then posted only when a SEND is
+	// first measured, so that until then the CQ is the QP's alone and
+	// post and poll take no lock; from then on the CQ locks as usual.
 	SingleThreaded bool
 }
 
@@ -95,7 +93,6 @@ type Pair struct {
 	cfg  Config
 	cdev verbs.Device
 	ccq  verbs.CQ
-	crcq verbs.CQ // the client's receive CQ when it is not ccq (SingleThreaded)
 	cqp  verbs.QP
 	cmr  verbs.MR
 
@@ -104,11 +101,12 @@ type Pair struct {
 	conn   *cm.Conn  // the connection of a Dial pair
 	echo   int       // Dial pair: whether the server echoes SENDs
 
-	wc    []verbs.WC     // client poll buffer
-	wrs   []verbs.SendWR // client post list, Window long
-	sges  []verbs.SGE    // the client post list's SGEs, one per request
-	crecv []verbs.RecvWR // one client receive (pong buffer)
-	nrecv int            // receives the client keeps posted
+	wc     []verbs.WC     // client poll buffer
+	wrs    []verbs.SendWR // client post list, Window long
+	sges   []verbs.SGE    // the client post list's SGEs, one per request
+	crecv  []verbs.RecvWR // one client receive (pong buffer)
+	nrecv  int            // receives the client keeps posted
+	recvUp bool           // the nrecv receives are posted
 
 	lat *stats.Latencies
 
@@ -216,11 +214,11 @@ func Dial(ctx context.Context, cfg Config, addr string, private []byte) (_ *Pair
 	if err != nil {
 		return nil, err
 	}
-	if err = p.createCQs(); err != nil {
+	if err = p.createCQ(); err != nil {
 		return nil, err
 	}
 	p.conn, err = cm.Dial(ctx, p.cdev, addr, cm.Options{
-		PD: pd, SendCQ: p.ccq, RecvCQ: p.recvCQ(), SingleThreaded: p.cfg.SingleThreaded,
+		PD: pd, SendCQ: p.ccq, RecvCQ: p.ccq, SingleThreaded: p.cfg.SingleThreaded,
 		Cap:         verbs.QPCap{MaxSendWR: p.cfg.Window + p.nrecv, MaxRecvWR: p.nrecv, MaxSendSGE: 1, MaxRecvSGE: 1},
 		PrivateData: private,
 		MinRNRTimer: remoteMinRNR,
@@ -248,58 +246,34 @@ func Dial(ctx context.Context, cfg Config, addr string, private []byte) (_ *Pair
 
 // createClient creates the client's CQ and QP of an in-process pair.
 func (p *Pair) createClient(pd verbs.PD) (err error) {
-	if err = p.createCQs(); err != nil {
+	if err = p.createCQ(); err != nil {
 		return err
 	}
-	p.cqp, err = pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: p.ccq, RecvCQ: p.recvCQ(),
+	p.cqp, err = pd.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: p.ccq, RecvCQ: p.ccq,
 		Cap:            verbs.QPCap{MaxSendWR: p.cfg.Window + p.nrecv, MaxRecvWR: p.nrecv, MaxSendSGE: 1, MaxRecvSGE: 1},
 		SingleThreaded: p.cfg.SingleThreaded})
 	return err
 }
 
-// createCQs creates the client's CQ, or with SingleThreaded its send and
-// receive CQs.
-func (p *Pair) createCQs() (err error) {
-	depth := p.cfg.Window + 2*p.nrecv + 64
-	if !p.cfg.SingleThreaded {
-		p.ccq, err = p.cdev.CreateCQ(depth)
-		return err
-	}
-	if p.ccq, err = verbs.CreateCQEx(p.cdev, verbs.CQInitAttr{Depth: depth, SingleThreaded: true}); err != nil {
-		return err
-	}
-	p.crcq, err = verbs.CreateCQEx(p.cdev, verbs.CQInitAttr{Depth: depth, SingleThreaded: true})
+// createCQ creates the client's CQ.
+func (p *Pair) createCQ() (err error) {
+	p.ccq, err = verbs.CreateCQEx(p.cdev, verbs.CQInitAttr{Depth: p.cfg.Window + 2*p.nrecv + 64,
+		SingleThreaded: p.cfg.SingleThreaded})
 	return err
 }
 
-// recvCQ is the CQ the client's receives complete on.
-func (p *Pair) recvCQ() verbs.CQ {
-	if p.crcq != nil {
-		return p.crcq
+// postRecvs posts the client's receives, once.
+func (p *Pair) postRecvs() error {
+	if p.recvUp {
+		return nil
 	}
-	return p.ccq
-}
-
-// pollClient waits for completions of the client: PollWait on its CQ or,
-// with a receive CQ of its own, busy-polling both.
-func (p *Pair) pollClient(ctx context.Context) (int, error) {
-	if p.crcq == nil {
-		return verbs.PollWait(ctx, p.ccq, p.wc, p.cfg.Poll)
-	}
-	for i := 0; ; i++ {
-		if n, err := p.ccq.Poll(p.wc); n > 0 || err != nil {
-			return n, err
-		}
-		if n, err := p.crcq.Poll(p.wc); n > 0 || err != nil {
-			return n, err
-		}
-		if i&1023 == 1023 {
-			if err := ctx.Err(); err != nil {
-				return 0, err
-			}
-			runtime.Gosched()
+	for range p.nrecv {
+		if err := p.cqp.PostRecv(p.crecv); err != nil {
+			return err
 		}
 	}
+	p.recvUp = true
+	return nil
 }
 
 // alloc registers the client's region — [0, MaxSize) is the payload,
@@ -320,12 +294,10 @@ func (p *Pair) alloc(pd verbs.PD) (err error) {
 	p.crecv = []verbs.RecvWR{{ID: 1, SGL: []verbs.SGE{{Addr: p.cmr.Addr() + uint64(p.cfg.MaxSize),
 		Length: uint32(p.cfg.MaxSize), LKey: p.cmr.LKey()}}}}
 	p.lat = stats.NewLatencies(p.cfg.Samples)
-	for range p.nrecv {
-		if err := p.cqp.PostRecv(p.crecv); err != nil {
-			return err
-		}
+	if p.cfg.SingleThreaded {
+		return nil // posted before the first SEND
 	}
-	return nil
+	return p.postRecvs()
 }
 
 // fill writes a non-zero pattern over a payload buffer. A fresh region's
