@@ -448,8 +448,8 @@ func (l *link) uncache(m *mapping) {
 	}
 }
 
-// isDead reports whether the link failed.
-func (l *link) isDead() bool { return l.dead.Load() }
+// Dead reports whether the link failed (nic.DialedLink).
+func (l *link) Dead() bool { return l.dead.Load() }
 
 // fail takes the link down: its QPs fail (RETRY_EXC_ERR, then ERROR) and
 // its mappings and rings are released once nothing uses them.

@@ -319,7 +319,7 @@ func (l *link) read() {
 				return
 			}
 		}
-		if l.isDead() {
+		if l.Dead() {
 			return
 		}
 		if err := l.raw.waitReadable(); err != nil {
@@ -441,7 +441,8 @@ func (l *link) fail(err error) {
 	l.dev.node.LinkDown(l)
 }
 
-func (l *link) isDead() bool {
+// Dead reports whether the link failed (nic.DialedLink).
+func (l *link) Dead() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.dead
