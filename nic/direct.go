@@ -1,9 +1,6 @@
 package nic
 
 import (
-	"encoding/binary"
-	"sync/atomic"
-
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -120,11 +117,7 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 		}
 		src, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteRead)
 		if ok && st == verbs.StatusSuccess {
-			if nl == 1 && total == 8 && wr.RemoteAddr&7 == 0 {
-				binary.NativeEndian.PutUint64(q.lbuf[0], atomic.LoadUint64(word(src)))
-			} else {
-				scatter(q.lbuf[:nl], src)
-			}
+			readMem(q.lbuf[:nl], src)
 		}
 		return st, uint32(total), ok
 	case verbs.OpWrite:
@@ -141,11 +134,7 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 		}
 		dst, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteWrite)
 		if ok && st == verbs.StatusSuccess {
-			if nbuf == 1 && total == 8 && wr.RemoteAddr&7 == 0 {
-				atomic.StoreUint64(word(dst), binary.NativeEndian.Uint64(q.lbuf[0]))
-			} else {
-				gather(dst, q.lbuf[:nbuf])
-			}
+			writeMem(dst, q.lbuf[:nbuf])
 		}
 		return st, uint32(total), ok
 	}
@@ -195,7 +184,7 @@ func (q *QP) resolveLocalDirect(sgl []verbs.SGE, dst, inline bool) (int, verbs.S
 		if inline && (m == nil || m.pd != q.pd) {
 			m = q.node.keys.containing(q.pd, s.Addr, uint64(s.Length))
 		}
-		if m == nil || m.pd != q.pd || (dst && m.access&verbs.AccessLocalWrite == 0) || m.gone.Load() {
+		if m == nil || m.pd != q.pd || (dst && m.reg.Access&verbs.AccessLocalWrite == 0) || m.gone.Load() {
 			return 0, verbs.StatusLocProtErr
 		}
 		b, ok := m.slice(s.Addr, uint64(s.Length))

@@ -1,9 +1,6 @@
 package nic
 
 import (
-	"encoding/binary"
-	"sync/atomic"
-
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -75,12 +72,6 @@ func (q *QP) source() source { return source{qpn: q.qpn, id: q.node.id} }
 // SrcID the responder reports in receive completions.
 type source struct{ qpn, id uint32 }
 
-// receiving reports whether a responder QP accepts requests (RTR or RTS).
-func receiving(dq *QP) bool {
-	s := dq.state.Load()
-	return s == uint32(verbs.StateRTR) || s == uint32(verbs.StateRTS)
-}
-
 // resolveLocal resolves a local scatter list into q.lbuf and q.lmr,
 // acquiring each region. dst says the memory is written (needs
 // AccessLocalWrite). inline says the list is an INLINE payload, which
@@ -98,7 +89,7 @@ func (q *QP) resolveLocal(sgl []verbs.SGE, dst, inline bool) (int, verbs.Status)
 		if inline && (m == nil || m.pd != q.pd) {
 			m = q.node.keys.containing(q.pd, s.Addr, uint64(s.Length))
 		}
-		if m == nil || m.pd != q.pd || (dst && m.access&verbs.AccessLocalWrite == 0) || !m.acquire() {
+		if m == nil || m.pd != q.pd || (dst && m.reg.Access&verbs.AccessLocalWrite == 0) || !m.acquire() {
 			q.releaseLocal(n)
 			return 0, verbs.StatusLocProtErr
 		}
@@ -138,24 +129,6 @@ func (q *QP) payload(wr *verbs.SendWR, inline []byte) (nbuf, nref int, total uin
 	return n, n, total, verbs.StatusSuccess
 }
 
-// resolveRemote finds the n bytes at addr under rkey on the responder,
-// checking the region's PD and access against the responder QP.
-func resolveRemote(dq *QP, rkey uint32, addr, n uint64, need verbs.Access) (*MR, []byte, verbs.Status) {
-	m := dq.node.keys.remote(rkey)
-	if m == nil || m.pd != dq.pd || m.access&need == 0 || verbs.Access(dq.access.Load())&need == 0 {
-		return nil, nil, verbs.StatusRemAccessErr
-	}
-	if !m.acquire() {
-		return nil, nil, verbs.StatusRemAccessErr
-	}
-	b, ok := m.slice(addr, n)
-	if !ok {
-		m.release()
-		return nil, nil, verbs.StatusRemAccessErr
-	}
-	return m, b, verbs.StatusSuccess
-}
-
 func (q *QP) execRead(wr *verbs.SendWR, dq *QP) (verbs.Status, uint32, bool) {
 	n, st := q.resolveLocal(wr.SGL, true, false)
 	if st != verbs.StatusSuccess {
@@ -173,11 +146,7 @@ func (q *QP) execRead(wr *verbs.SendWR, dq *QP) (verbs.Status, uint32, bool) {
 	if st != verbs.StatusSuccess {
 		return st, 0, false
 	}
-	if n == 1 && total == 8 && wr.RemoteAddr&7 == 0 && wr.Flags&verbs.FlagIndirect == 0 {
-		binary.NativeEndian.PutUint64(q.lbuf[0], atomic.LoadUint64(word(src)))
-	} else {
-		scatter(q.lbuf[:n], src)
-	}
+	readMem(q.lbuf[:n], src)
 	m.release()
 	return verbs.StatusSuccess, uint32(len(src)), false
 }
@@ -219,11 +188,7 @@ func respond(dq *QP, sc *scratch, src source, op verbs.Opcode, flags verbs.SendF
 		if st != verbs.StatusSuccess {
 			return st, false
 		}
-		if len(payload) == 1 && total == 8 && addr&7 == 0 && flags&verbs.FlagIndirect == 0 {
-			atomic.StoreUint64(word(dst), binary.NativeEndian.Uint64(payload[0]))
-		} else {
-			gather(dst, payload)
-		}
+		writeMem(dst, payload)
 		m.release()
 	}
 	if withImm {
@@ -311,13 +276,6 @@ func (q *QP) execAtomic(wr *verbs.SendWR, dq *QP) (verbs.Status, uint32, bool) {
 	return verbs.StatusSuccess, uint32(size), false
 }
 
-// putWords stores the first len(out)/8 words of w into out.
-func putWords(out []byte, w *[4]uint64) {
-	for i := 0; i < len(out)/8; i++ {
-		binary.NativeEndian.PutUint64(out[8*i:], w[i])
-	}
-}
-
 // recvQueue is where the QP's incoming SENDs take receives from.
 func (q *QP) recvQueue() *recvQueue {
 	if q.srq != nil {
@@ -402,7 +360,7 @@ func (sc *scratch) resolveRecv(dq *QP, sgl []verbs.SGE) (int, uint64, verbs.Stat
 			continue
 		}
 		m := dq.node.keys.local(s.LKey)
-		if m == nil || m.pd != dq.pd || m.access&verbs.AccessLocalWrite == 0 || !m.acquire() {
+		if m == nil || m.pd != dq.pd || m.reg.Access&verbs.AccessLocalWrite == 0 || !m.acquire() {
 			sc.releaseRecv(n)
 			return 0, 0, verbs.StatusLocProtErr
 		}
@@ -461,36 +419,4 @@ func deliverUD(n *Node, sc *scratch, src source, qpn, qkey uint32, op verbs.Opco
 		return
 	}
 	deliver(dq, sc, src, op, flags, imm, payload, total, true)
-}
-
-// gather copies the buffers of src, in order, into dst and returns the
-// number of bytes copied.
-func gather(dst []byte, src [][]byte) int {
-	off := 0
-	for _, b := range src {
-		off += copy(dst[off:], b)
-	}
-	return off
-}
-
-// scatter copies src into the buffers of dst, in order.
-func scatter(dst [][]byte, src []byte) {
-	for _, b := range dst {
-		src = src[copy(b, src):]
-	}
-}
-
-// copyLists copies the bytes of the src list into the dst list.
-func copyLists(dst, src [][]byte) {
-	di, doff := 0, 0
-	for _, s := range src {
-		for len(s) > 0 && di < len(dst) {
-			k := copy(dst[di][doff:], s)
-			s = s[k:]
-			doff += k
-			if doff == len(dst[di]) {
-				di, doff = di+1, 0
-			}
-		}
-	}
 }

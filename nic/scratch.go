@@ -21,20 +21,6 @@ func (q *QP) clearScratch() {
 	}
 }
 
-// resolveArea returns the n bytes at addr as responder dq sees them: in
-// its scratch area, or in the region of rkey checked like any remote
-// access. The MR is nil for the scratch area (release is nil-safe).
-func resolveArea(dq *QP, rkey uint32, addr, n uint64, need verbs.Access) (*MR, []byte, verbs.Status) {
-	if addr >= verbs.ScratchBase {
-		off := addr - verbs.ScratchBase
-		if off > verbs.ScratchSize || n > verbs.ScratchSize-off {
-			return nil, nil, verbs.StatusRemAccessErr
-		}
-		return nil, dq.scratchBytes()[off : off+n : off+n], verbs.StatusSuccess
-	}
-	return resolveRemote(dq, rkey, addr, n, need)
-}
-
 // redirectRead runs a REDIRECT READ at responder dq: n bytes at addr
 // (followed if INDIRECT) copied to redirect. It returns the bytes moved.
 func redirectRead(dq *QP, rkey uint32, addr, n uint64, flags verbs.SendFlags, redirect uint64) (verbs.Status, uint32) {

@@ -2,7 +2,6 @@ package nic
 
 import (
 	"encoding/binary"
-	"sync/atomic"
 
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -12,14 +11,15 @@ import (
 // without the application. A transport creates one per incoming
 // connection and calls Serve from a single goroutine, in arrival order.
 type Session struct {
-	node   *Node
-	peerID uint32
-	addr   string               // the requester node's address (isolation.go)
-	qps    map[uint32]*reqState // by requester QPN; only QPs a responder QP accepts
-	sc     scratch
-	resp   Response
-	word   [32]byte
-	held   *MR // the region a READ response points into
+	node     *Node
+	peerID   uint32
+	addr     string               // the requester node's address (isolation.go)
+	qps      map[uint32]*reqState // by requester QPN; only QPs a responder QP accepts
+	sc       scratch
+	resp     Response
+	word     [32]byte
+	wordList [1][]byte // word[:8] as a list, for readMem
+	held     *MR       // the region a READ response points into
 	// last is the state of the requester QP lastQPN, the one that sent the
 	// previous request (a cache in front of qps); cur is the state of the
 	// request being served.
@@ -150,8 +150,10 @@ func (s *Session) execute(r *Request, dq *QP, src source, resp *Response) (verbs
 		if st != verbs.StatusSuccess {
 			return st, false
 		}
-		if len(b) == 8 && r.RemoteAddr&7 == 0 && r.Flags&verbs.FlagIndirect == 0 {
-			binary.NativeEndian.PutUint64(s.word[:8], atomic.LoadUint64(word(b)))
+		if len(b) == 8 {
+			// Copied now, so that the rule of readMem holds for it.
+			s.wordList[0] = s.word[:8]
+			readMem(s.wordList[:], b)
 			m.release()
 			resp.Data = s.word[:8]
 			return verbs.StatusSuccess, false
