@@ -64,14 +64,9 @@ type QP struct {
 	sq      sendQueue
 	running bool // a drain goroutine owns the deferred queue
 
-	// remote requester state (destLink != nil): requests in the deferred
-	// queue below sendNext are on the wire; rnrHold stops transmission
-	// after an RNR answer until the retry is due.
-	sendNext uint64
-	rnrHold  bool
-	fenced   bool // transmission stopped at a FENCE request until earlier READs and atomics complete
-	linkFull bool // the link refused a request: transmit more after a flush
-	rnrDue   time.Duration
+	// remote requester state (destLink != nil): which requests are on the
+	// wire, and what holds the rest back.
+	retx     retx
 	req      Request
 	flushing []Link
 	cond     verbs.SendWR // a CONDITIONAL request decided at post, without the flag
@@ -84,6 +79,8 @@ type QP struct {
 	lbuf [maxSGE][]byte
 	lmr  [maxSGE]*MR
 	sc   scratch
+	rreq request // the request being executed (requester_local.go, requester_direct.go)
+	rout outcome
 }
 
 var _ verbs.QP = (*QP)(nil)
@@ -292,7 +289,7 @@ func (q *QP) resetLocked() {
 	q.peer.Store(nil)
 	q.setDest(nil)
 	q.destQP, q.destQPN = nil, 0
-	q.rnrHold = false
+	q.retx.stop()
 	q.published()
 }
 
@@ -313,7 +310,7 @@ func (q *QP) setDest(t Target) {
 func (q *QP) errorLocked() {
 	q.state.Store(uint32(verbs.StateError))
 	q.published()
-	q.rnrHold = false
+	q.retx.stop()
 	for q.sq.len() > 0 {
 		e := q.sq.front()
 		q.completeLocked(&e.wr, e.seq, verbs.StatusWRFlushErr, 0)

@@ -59,142 +59,59 @@ func oneSided(wr *verbs.SendWR) bool {
 	return op == verbs.OpRead || op == verbs.OpWrite || op.IsAtomic()
 }
 
-// indirectReadDirect runs an INDIRECT READ of total bytes into the nl
-// local buffers against the responder's mapping, bracketed for the
-// responder's Quiesce. ok=false: go over the link.
-func (q *QP) indirectReadDirect(wr *verbs.SendWR, nl int, total uint64) (verbs.Status, uint32, bool) {
-	d := q.direct
-	slotLen, align := uint64(8), uint64(8)
-	if wr.Flags&verbs.FlagBounded != 0 {
-		slotLen, align = 16, 16
+// execDirect runs a one-sided request through the responder against the
+// responder's mapped memory. ok=false means it must go over the link;
+// nothing was done then.
+func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
+	r := &q.rreq
+	*r = request{op: wr.Opcode, flags: wr.Flags, rkey: wr.RKey, addr: wr.RemoteAddr, atomic: &wr.Atomic}
+	var nl int
+	if wr.Opcode == verbs.OpWrite {
+		nl, st = q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
+		r.payload = q.lbuf[:nl]
+	} else {
+		nl, st = q.resolveLocalDirect(wr.SGL, true, false)
+		r.sink = q.lbuf[:nl]
 	}
-	if wr.RemoteAddr%align != 0 {
-		return verbs.StatusRemInvReqErr, 0, true
+	if st != verbs.StatusSuccess {
+		r.payload, r.sink, r.atomic = nil, nil, nil
+		return st, 0, true
 	}
-	d.Enter()
-	defer d.Exit()
-	slot, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, wr.RemoteAddr, slotLen, verbs.AccessRemoteRead)
-	if !ok || st != verbs.StatusSuccess {
-		return st, 0, ok
-	}
-	ptr, bound := readSlot(d.Locks(), wr.RemoteAddr, slot)
-	if wr.Flags&verbs.FlagBounded != 0 && bound < total {
-		total = bound
-	}
-	src, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, ptr, total, verbs.AccessRemoteRead)
-	if !ok {
+	r.length = listLen(q.lbuf[:nl])
+	n = uint32(r.length)
+	if wr.Opcode.IsAtomic() {
+		size := atomicSize(wr.Opcode, &wr.Atomic)
+		n = uint32(size)
+		if nl != 1 || r.length != size {
+			r.payload, r.sink, r.atomic = nil, nil, nil
+			return verbs.StatusLocLenErr, n, true
+		}
+	} else if r.length == 0 {
+		// Nothing to copy, but the responder still answers (a liveness
+		// probe): only it can tell that its QP receives or that it is
+		// gone, so the request goes over the link.
+		r.payload, r.sink, r.atomic = nil, nil, nil
 		return 0, 0, false
 	}
-	if st != verbs.StatusSuccess {
-		return st, 0, true
+	mem := memory{d: q.direct, src: q.qpn, qpn: q.destQPN}
+	o := &q.rout
+	if wr.Flags&verbs.FlagIndirect != 0 {
+		// A PRISM operation: bracketed for the responder's MR.Quiesce.
+		q.direct.Enter()
+		mem.respond(r, o)
+		q.direct.Exit()
+		n = o.n
+	} else {
+		mem.respond(r, o)
 	}
-	scatter(q.lbuf[:nl], src)
-	return verbs.StatusSuccess, uint32(len(src)), true
-}
-
-// execDirect runs a one-sided request against the responder's mapped
-// memory. ok=false means it must go over the link; nothing was done then.
-func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
-	d := q.direct
-	switch wr.Opcode {
-	case verbs.OpRead:
-		nl, st := q.resolveLocalDirect(wr.SGL, true, false)
-		if st != verbs.StatusSuccess {
-			return st, 0, true
-		}
-		var total uint64
-		for i := 0; i < nl; i++ {
-			total += uint64(len(q.lbuf[i]))
-		}
-		if total == 0 {
-			// Nothing to copy, but the responder still answers (a liveness
-			// probe): only it can tell that its QP receives or that it is
-			// gone, so the request goes over the link.
-			return 0, 0, false
-		}
-		if wr.Flags&verbs.FlagIndirect != 0 {
-			return q.indirectReadDirect(wr, nl, total)
-		}
-		src, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteRead)
-		if ok && st == verbs.StatusSuccess {
-			readMem(q.lbuf[:nl], src)
-		}
-		return st, uint32(total), ok
-	case verbs.OpWrite:
-		nbuf, st := q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
-		if st != verbs.StatusSuccess {
-			return st, 0, true
-		}
-		var total uint64
-		for i := 0; i < nbuf; i++ {
-			total += uint64(len(q.lbuf[i]))
-		}
-		if total == 0 {
-			return 0, 0, false // as a 0-byte READ
-		}
-		dst, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, wr.RemoteAddr, total, verbs.AccessRemoteWrite)
-		if ok && st == verbs.StatusSuccess {
-			writeMem(dst, q.lbuf[:nbuf])
-		}
-		return st, uint32(total), ok
+	r.payload, r.sink, r.atomic = nil, nil, nil
+	if o.st == statusLink {
+		return 0, 0, false
 	}
-	size := atomicSize(wr.Opcode, &wr.Atomic)
-	nl, st := q.resolveLocalDirect(wr.SGL, true, false)
-	if st != verbs.StatusSuccess {
-		return st, 0, true
+	if o.failedCmp {
+		q.failedCmp = true
 	}
-	st, ok = q.atomicDirect(wr, size, nl)
-	return st, uint32(size), ok
-}
-
-// atomicDirect runs an atomic whose local buffer q.lbuf resolved (nl
-// entries) against the responder's mapped memory.
-func (q *QP) atomicDirect(wr *verbs.SendWR, size uint64, nl int) (verbs.Status, bool) {
-	if nl != 1 || uint64(len(q.lbuf[0])) != size {
-		return verbs.StatusLocLenErr, true
-	}
-	if (size != 8 && size != 16 && size != 32) || wr.RemoteAddr%size != 0 {
-		return verbs.StatusRemInvReqErr, true
-	}
-	d := q.direct
-	mem, st, ok := d.Remote(q.qpn, q.destQPN, wr.RKey, wr.RemoteAddr, size, verbs.AccessRemoteAtomic)
-	if !ok || st != verbs.StatusSuccess {
-		return st, ok
-	}
-	var orig [4]uint64
-	execAtomic(d.Locks(), wr.Opcode, &wr.Atomic, wr.RKey, wr.RemoteAddr, mem, &orig)
-	q.noteAtomic(wr, &orig)
-	putWords(q.lbuf[0], &orig)
-	return verbs.StatusSuccess, true
-}
-
-// resolveLocalDirect is resolveLocal for the direct path, which runs with
-// q.mu held from start to end: instead of pinning each region with a
-// reference it relies on MR.Deregister quiescing every QP (taking its lock)
-// before it unmaps, so a region found here stays mapped until q.mu is
-// released.
-func (q *QP) resolveLocalDirect(sgl []verbs.SGE, dst, inline bool) (int, verbs.Status) {
-	n := 0
-	for i := range sgl {
-		s := &sgl[i]
-		if s.Length == 0 {
-			continue
-		}
-		m := q.node.keys.local(s.LKey)
-		if inline && (m == nil || m.pd != q.pd) {
-			m = q.node.keys.containing(q.pd, s.Addr, uint64(s.Length))
-		}
-		if m == nil || m.pd != q.pd || (dst && m.reg.Access&verbs.AccessLocalWrite == 0) || m.gone.Load() {
-			return 0, verbs.StatusLocProtErr
-		}
-		b, ok := m.slice(s.Addr, uint64(s.Length))
-		if !ok {
-			return 0, verbs.StatusLocProtErr
-		}
-		q.lbuf[n] = b
-		n++
-	}
-	return n, verbs.StatusSuccess
+	return o.st, n, true
 }
 
 // quiesceQPs waits until no QP of the node is inside a critical section

@@ -9,20 +9,19 @@ import (
 )
 
 // The requester side toward a node in another process. Requests wait in
-// the send queue from post to response; those below sendNext are on the
-// wire. Responses arrive in order per QP. An RNR answer puts everything
-// from the oldest request on back to "unsent" and holds transmission for
-// MinRNRTimer (the responder discards the QP's requests until the retry
-// arrives: go-back-N, as RC does). A request the link cannot take, or a
-// local error found while building it, completes in order with its error.
+// the send queue from post to response; which of them are on the wire,
+// and what holds the rest back, is the QP's retransmission state
+// (retransmit.go). Responses arrive in order per QP. A request the link
+// cannot take, or a local error found while building it, completes in
+// order with its error.
 
 // sent is the index of the first request not on the wire.
-func (q *QP) sent() uint64 { return max(q.sendNext, q.sq.head) }
+func (q *QP) sent() uint64 { return q.retx.sent(q.sq.head) }
 
 // transmitLocked appends every unsent request to the link, in order, and
 // marks the link for flushing.
 func (q *QP) transmitLocked() {
-	if q.rnrHold || q.destLink == nil {
+	if q.retx.hold || q.destLink == nil {
 		q.advanceLocked()
 		return
 	}
@@ -31,7 +30,7 @@ func (q *QP) transmitLocked() {
 		return
 	}
 	t := q.node.ticks.now()
-	q.fenced = false
+	q.retx.fenced = false
 	for ; i < q.sq.tail; i++ {
 		e := q.sq.at(i)
 		if e.pre != verbs.StatusSuccess {
@@ -40,31 +39,30 @@ func (q *QP) transmitLocked() {
 		if q.fenceWaits(i) {
 			// Not even gathered yet: its payload may be what an earlier
 			// READ or atomic lands. A response resumes transmission.
-			q.fenced = true
+			q.retx.fenced = true
 			break
 		}
 		st, full := q.appendRequest(q.destLink, e)
 		if full {
-			q.linkFull = true
+			q.retx.full = true
 			break
 		}
 		if st != verbs.StatusSuccess {
 			e.pre = st
 			break
 		}
-		e.sent = t
 		if q.node.doorbellPerWR && i+1 < q.sq.tail {
 			// One doorbell per request (guideline ablation): flush this
 			// one before the next goes out.
 			i++
-			q.linkFull = true
+			q.retx.full = true
 			break
 		}
 	}
 	if i > q.sent() {
 		q.addFlush(q.destLink)
 	}
-	q.sendNext = i
+	q.retx.transmitted(q.sq.head, i, t)
 	q.advanceLocked()
 }
 
@@ -230,9 +228,7 @@ func (q *QP) responseLocked(r *Response) {
 		if e.rnrLeft > 0 {
 			e.rnrLeft--
 		}
-		q.sendNext = q.sq.head
-		q.rnrHold = true
-		q.rnrDue = now() + q.minRNR
+		q.retx.rnr(q.sq.head, now(), q.minRNR)
 		if !q.running {
 			q.running = true
 			go q.retransmit()
@@ -246,13 +242,9 @@ func (q *QP) responseLocked(r *Response) {
 	wr, seq := e.wr, e.seq
 	q.sq.pop()
 	q.completeLocked(&wr, seq, st, nbytes)
-	if q.sq.head < q.sent() {
-		// Progress restarts the transport timer of the next request, as an
-		// RC acknowledgement does: a slow responder is not a dead one.
-		q.sq.front().sent = q.node.ticks.now()
-	}
+	q.retx.answered(q.sq.head, q.node.ticks.now())
 	q.advanceLocked()
-	if q.fenced && !q.rnrHold && !q.running && q.sent() < q.sq.tail && !q.fenceWaits(q.sent()) {
+	if q.retx.fenced && !q.retx.hold && !q.running && q.sent() < q.sq.tail && !q.fenceWaits(q.sent()) {
 		// The fence cleared. Transmit and flush on a goroutine of our
 		// own: the transport's reading goroutine must not block on a
 		// flush.
@@ -265,22 +257,16 @@ func (q *QP) responseLocked(r *Response) {
 // original value into the local scatter list.
 func (q *QP) land(e *sqEntry, data []byte) (verbs.Status, uint32) {
 	wr := &e.wr
-	if wr.Flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0 && !wr.Opcode.IsAtomic() && wr.Opcode != verbs.OpAllocate {
+	switch shapeOf(wr.Opcode, wr.Flags) {
+	case shapeNone:
 		return verbs.StatusSuccess, wr.RemoteLen
-	}
-	switch wr.Opcode {
-	case verbs.OpAllocate:
-		if wr.Flags&verbs.FlagRedirect == 0 {
+	case shapePayload:
+		if wr.Opcode == verbs.OpAllocate && wr.Flags&verbs.FlagRedirect == 0 {
 			if len(data) != 8 {
 				return verbs.StatusBadRespErr, 0
 			}
 			q.result = binary.NativeEndian.Uint64(data)
 		}
-		if e.inline != nil {
-			return verbs.StatusSuccess, uint32(len(e.inline))
-		}
-		return verbs.StatusSuccess, uint32(wr.Length())
-	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
 		if e.inline != nil {
 			return verbs.StatusSuccess, uint32(len(e.inline))
 		}
@@ -313,14 +299,14 @@ func (q *QP) land(e *sqEntry, data []byte) (verbs.Status, uint32) {
 // or the requests a FENCE held once it cleared.
 func (q *QP) retransmit() {
 	q.mu.Lock()
-	for q.rnrHold && q.State() == verbs.StateRTS {
-		if d := q.rnrDue - now(); d > 0 {
-			q.mu.Unlock()
-			time.Sleep(d)
-			q.mu.Lock()
-			continue
+	for q.State() == verbs.StateRTS {
+		d := q.retx.holdLeft(now())
+		if d == 0 {
+			break
 		}
-		q.rnrHold = false
+		q.mu.Unlock()
+		time.Sleep(d)
+		q.mu.Lock()
 	}
 	if q.State() == verbs.StateRTS {
 		q.transmitLocked()
@@ -336,7 +322,7 @@ func (q *QP) retransmit() {
 // returns with it released.
 func (q *QP) pumpAndUnlock() {
 	for {
-		if len(q.flushing) == 0 && !q.linkFull {
+		if len(q.flushing) == 0 && !q.retx.full {
 			q.mu.Unlock()
 			return
 		}
@@ -348,7 +334,7 @@ func (q *QP) pumpAndUnlock() {
 		links = append(links, q.flushing...)
 		clear(q.flushing)
 		q.flushing = q.flushing[:0]
-		more := q.linkFull
+		more := q.retx.full
 		link := q.destLink
 		q.mu.Unlock()
 		for _, l := range links {
@@ -361,7 +347,7 @@ func (q *QP) pumpAndUnlock() {
 			return
 		}
 		q.mu.Lock()
-		q.linkFull = false
+		q.retx.full = false
 		if q.State() != verbs.StateRTS {
 			q.mu.Unlock()
 			return
@@ -380,8 +366,7 @@ func (n *Node) Expire() {
 			continue
 		}
 		q.mu.Lock()
-		if q.destLink != nil && q.sq.head < q.sent() && !q.rnrHold && n.ticks.age(q.sq.front().sent) > q.retryBudget &&
-			!q.destLink.Progressed(q.retryBudget) {
+		if q.destLink != nil && q.retx.overdue(q.sq.head, &n.ticks, q.retryBudget) && !q.destLink.Progressed(q.retryBudget) {
 			q.failFrontLocked(verbs.StatusRetryExcErr)
 		}
 		q.mu.Unlock()

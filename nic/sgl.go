@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // Moving bytes between a scatter/gather list and memory. One rule holds
@@ -89,4 +91,160 @@ func copyLists(dst, src [][]byte) {
 			}
 		}
 	}
+}
+
+// resolveLocal resolves a local scatter list into q.lbuf and q.lmr,
+// acquiring each region. dst says the memory is written (needs
+// AccessLocalWrite). inline says the list is an INLINE payload, which
+// needs no lkey: an entry whose lkey names no region of the QP's PD is
+// looked up by address among the PD's regions. Zero-length entries are
+// skipped.
+func (q *QP) resolveLocal(sgl []verbs.SGE, dst, inline bool) (int, verbs.Status) {
+	n := 0
+	for i := range sgl {
+		s := &sgl[i]
+		if s.Length == 0 {
+			continue
+		}
+		m := q.node.keys.local(s.LKey)
+		if inline && (m == nil || m.pd != q.pd) {
+			m = q.node.keys.containing(q.pd, s.Addr, uint64(s.Length))
+		}
+		if m == nil || m.pd != q.pd || (dst && m.reg.Access&verbs.AccessLocalWrite == 0) || !m.acquire() {
+			q.releaseLocal(n)
+			return 0, verbs.StatusLocProtErr
+		}
+		b, ok := m.slice(s.Addr, uint64(s.Length))
+		if !ok {
+			m.release()
+			q.releaseLocal(n)
+			return 0, verbs.StatusLocProtErr
+		}
+		q.lbuf[n], q.lmr[n] = b, m
+		n++
+	}
+	return n, verbs.StatusSuccess
+}
+
+func (q *QP) releaseLocal(n int) {
+	for i := 0; i < n; i++ {
+		q.lmr[i].release()
+	}
+}
+
+// payload resolves the bytes a SEND or WRITE carries: the inline copy or
+// the local scatter list. It returns the number of q.lbuf entries, how
+// many of them hold region references, and the total length.
+func (q *QP) payload(wr *verbs.SendWR, inline []byte) (nbuf, nref int, total uint64, st verbs.Status) {
+	if inline != nil {
+		q.lbuf[0] = inline
+		return 1, 0, uint64(len(inline)), verbs.StatusSuccess
+	}
+	n, st := q.resolveLocal(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
+	if st != verbs.StatusSuccess {
+		return 0, 0, 0, st
+	}
+	for i := 0; i < n; i++ {
+		total += uint64(len(q.lbuf[i]))
+	}
+	return n, n, total, verbs.StatusSuccess
+}
+
+// scratch holds a responder's resolved receive scatter list, so delivery
+// allocates nothing. Its owner serialises its use.
+type scratch struct {
+	rbuf [maxSGE][]byte
+	rmr  [maxSGE]*MR
+}
+
+// resolveRecv resolves a receive's scatter list on the responder node into
+// sc.rbuf and sc.rmr, returning the entry count and the capacity in bytes.
+func (sc *scratch) resolveRecv(dq *QP, sgl []verbs.SGE) (int, uint64, verbs.Status) {
+	n := 0
+	var capacity uint64
+	for i := range sgl {
+		s := &sgl[i]
+		if s.Length == 0 {
+			continue
+		}
+		m := dq.node.keys.local(s.LKey)
+		if m == nil || m.pd != dq.pd || m.reg.Access&verbs.AccessLocalWrite == 0 || !m.acquire() {
+			sc.releaseRecv(n)
+			return 0, 0, verbs.StatusLocProtErr
+		}
+		b, ok := m.slice(s.Addr, uint64(s.Length))
+		if !ok {
+			m.release()
+			sc.releaseRecv(n)
+			return 0, 0, verbs.StatusLocProtErr
+		}
+		sc.rbuf[n], sc.rmr[n] = b, m
+		capacity += uint64(len(b))
+		n++
+	}
+	return n, capacity, verbs.StatusSuccess
+}
+
+func (sc *scratch) releaseRecv(n int) {
+	for i := 0; i < n; i++ {
+		sc.rmr[i].release()
+	}
+}
+
+// resolveLocalDirect is resolveLocal for the direct path, which runs with
+// q.mu held from start to end: instead of pinning each region with a
+// reference it relies on MR.Deregister quiescing every QP (taking its lock)
+// before it unmaps, so a region found here stays mapped until q.mu is
+// released.
+func (q *QP) resolveLocalDirect(sgl []verbs.SGE, dst, inline bool) (int, verbs.Status) {
+	n := 0
+	for i := range sgl {
+		s := &sgl[i]
+		if s.Length == 0 {
+			continue
+		}
+		m := q.node.keys.local(s.LKey)
+		if inline && (m == nil || m.pd != q.pd) {
+			m = q.node.keys.containing(q.pd, s.Addr, uint64(s.Length))
+		}
+		if m == nil || m.pd != q.pd || (dst && m.reg.Access&verbs.AccessLocalWrite == 0) || m.gone.Load() {
+			return 0, verbs.StatusLocProtErr
+		}
+		b, ok := m.slice(s.Addr, uint64(s.Length))
+		if !ok {
+			return 0, verbs.StatusLocProtErr
+		}
+		q.lbuf[n] = b
+		n++
+	}
+	return n, verbs.StatusSuccess
+}
+
+// shape is what a request's scatter list holds.
+type shape uint8
+
+const (
+	shapeNone    shape = iota // nothing: an INDIRECT_ARG WRITE, a REDIRECT READ
+	shapePayload              // the bytes it carries: SEND, WRITE, ALLOCATE
+	shapeSink                 // where its answer lands: READ, the atomics
+)
+
+// shapeOf is the shape of a request's scatter list.
+func shapeOf(op verbs.Opcode, flags verbs.SendFlags) shape {
+	if flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0 && !op.IsAtomic() && op != verbs.OpAllocate {
+		return shapeNone
+	}
+	if op == verbs.OpRead || op.IsAtomic() {
+		return shapeSink
+	}
+	return shapePayload
+}
+
+// listLen is the total length of a list of buffers.
+func listLen(l [][]byte) uint64 {
+	var n uint64
+	for _, b := range l {
+		n += uint64(len(b))
+	}
+	return n
 }
