@@ -24,32 +24,36 @@ type Region struct {
 
 // Slice returns the n bytes at addr if they lie inside the region.
 func (r *Region) Slice(addr, n uint64) ([]byte, bool) {
-	if addr < r.Base || n > uint64(len(r.Mem)) || addr-r.Base > uint64(len(r.Mem))-n {
+	if !r.holds(addr, n) {
 		return nil, false
 	}
 	off := addr - r.Base
 	return r.Mem[off : off+n : off+n], true
 }
 
+// holds reports whether the n bytes at addr lie inside the region.
+func (r *Region) holds(addr, n uint64) bool {
+	return addr >= r.Base && n <= uint64(len(r.Mem)) && addr-r.Base <= uint64(len(r.Mem))-n
+}
+
 // Resolve is the remote access rule of a responder: a request through a
 // responder QP of protection domain pd that grants qpAccess may touch the
 // n bytes at addr of region r (the one its rkey names; nil for an rkey
 // that names none) when the region is in the same PD, both the region
-// and the QP grant need, and the bytes lie inside the region. Otherwise
-// the request fails with REM_ACCESS_ERR.
+// and the QP grant need (one access flag), and the bytes lie inside the
+// region. Otherwise the request fails with REM_ACCESS_ERR.
 func Resolve(r *Region, pd uint32, qpAccess verbs.Access, addr, n uint64, need verbs.Access) ([]byte, verbs.Status) {
-	if r.grants(pd, qpAccess, need) {
-		if b, ok := r.Slice(addr, n); ok {
-			return b, verbs.StatusSuccess
-		}
+	if r.grants(pd, qpAccess, need) && r.holds(addr, n) {
+		off := addr - r.Base
+		return r.Mem[off : off+n : off+n], verbs.StatusSuccess
 	}
 	return nil, verbs.StatusRemAccessErr
 }
 
 // grants reports whether region r (nil: none) serves a request needing
-// need through a responder QP of protection domain pd granting qpAccess.
+// need (one access flag) through a responder QP of protection domain pd granting qpAccess.
 func (r *Region) grants(pd uint32, qpAccess, need verbs.Access) bool {
-	return r != nil && r.PD == pd && r.Access&need != 0 && qpAccess&need != 0
+	return r != nil && r.PD == pd && r.Access&qpAccess&need != 0
 }
 
 // Receiving reports whether a responder QP in state s executes requests

@@ -61,10 +61,15 @@ type memory struct {
 }
 
 // area resolves the n bytes at addr under rkey, or in the responder QP's
-// scratch area (node memory only).
+// scratch area (node memory only). On the direct path, bytes that cannot
+// be decided here give statusLink.
 func (mem *memory) area(rkey uint32, addr, n uint64, need verbs.Access) (*MR, []byte, verbs.Status) {
 	if mem.d != nil {
-		return mem.direct(rkey, addr, n, need)
+		b, st, ok := mem.d.Remote(mem.src, mem.qpn, rkey, addr, n, need)
+		if !ok {
+			st = statusLink
+		}
+		return nil, b, st
 	}
 	return resolveArea(mem.dq, rkey, addr, n, need)
 }
@@ -72,7 +77,11 @@ func (mem *memory) area(rkey uint32, addr, n uint64, need verbs.Access) (*MR, []
 // region resolves the n bytes at addr in the region of rkey.
 func (mem *memory) region(rkey uint32, addr, n uint64, need verbs.Access) (*MR, []byte, verbs.Status) {
 	if mem.d != nil {
-		return mem.direct(rkey, addr, n, need)
+		b, st, ok := mem.d.Remote(mem.src, mem.qpn, rkey, addr, n, need)
+		if !ok {
+			st = statusLink
+		}
+		return nil, b, st
 	}
 	return resolveRemote(mem.dq, rkey, addr, n, need)
 }
@@ -81,7 +90,7 @@ func (mem *memory) region(rkey uint32, addr, n uint64, need verbs.Access) (*MR, 
 // found in (m, or the region of rkey on the direct path).
 func (mem *memory) pointee(m *MR, rkey uint32, ptr, n uint64, need verbs.Access) ([]byte, verbs.Status) {
 	if mem.d != nil {
-		_, b, st := mem.direct(rkey, ptr, n, need)
+		_, b, st := mem.region(rkey, ptr, n, need)
 		return b, st
 	}
 	b, ok := m.reg.Slice(ptr, n)
@@ -89,16 +98,6 @@ func (mem *memory) pointee(m *MR, rkey uint32, ptr, n uint64, need verbs.Access)
 		return nil, verbs.StatusRemAccessErr
 	}
 	return b, verbs.StatusSuccess
-}
-
-// direct resolves through the mapping; bytes that cannot be decided here
-// give statusLink.
-func (mem *memory) direct(rkey uint32, addr, n uint64, need verbs.Access) (*MR, []byte, verbs.Status) {
-	b, st, ok := mem.d.Remote(mem.src, mem.qpn, rkey, addr, n, need)
-	if !ok {
-		return nil, nil, statusLink
-	}
-	return nil, b, st
 }
 
 // locks are the atomics locks of the responder's node.
@@ -117,6 +116,11 @@ func (mem *memory) target(rkey uint32, addr, n uint64, flags verbs.SendFlags, ne
 	if flags&verbs.FlagIndirect == 0 {
 		return mem.area(rkey, addr, n, need)
 	}
+	return mem.indirect(rkey, addr, n, flags, need)
+}
+
+// indirect is target for an INDIRECT request.
+func (mem *memory) indirect(rkey uint32, addr, n uint64, flags verbs.SendFlags, need verbs.Access) (*MR, []byte, verbs.Status) {
 	slotLen, align := uint64(8), uint64(8)
 	if flags&verbs.FlagBounded != 0 {
 		slotLen, align = 16, 16
@@ -152,7 +156,27 @@ func (mem *memory) respond(r *request, o *outcome) {
 			o.st, o.n = mem.redirectRead(r)
 			return
 		}
-		mem.read(r, o)
+		if r.length == 0 {
+			return // nothing to read: no key is checked
+		}
+		// The hot path: a plain READ resolves its area at once.
+		var m *MR
+		var src []byte
+		if r.flags&verbs.FlagIndirect == 0 {
+			m, src, o.st = mem.area(r.rkey, r.addr, r.length, verbs.AccessRemoteRead)
+		} else {
+			m, src, o.st = mem.indirect(r.rkey, r.addr, r.length, r.flags, verbs.AccessRemoteRead)
+		}
+		if o.st != verbs.StatusSuccess {
+			return
+		}
+		o.n = uint32(len(src))
+		if r.sink == nil {
+			o.data, o.held = src, m // the caller releases it
+			return
+		}
+		readMem(r.sink, src)
+		m.release()
 	case verbs.OpWrite:
 		if r.flags&verbs.FlagIndirectArg != 0 {
 			o.st, o.n = mem.argWrite(r), uint32(r.length)
@@ -184,31 +208,19 @@ func (mem *memory) respond(r *request, o *outcome) {
 	}
 }
 
-// read executes a READ: its bytes land in r.sink, or stay in place.
-func (mem *memory) read(r *request, o *outcome) {
-	if r.length == 0 {
-		return // nothing to read: no key is checked
-	}
-	m, src, st := mem.target(r.rkey, r.addr, r.length, r.flags, verbs.AccessRemoteRead)
-	if st != verbs.StatusSuccess {
-		o.st = st
-		return
-	}
-	o.n = uint32(len(src))
-	if r.sink == nil {
-		o.data, o.held = src, m
-		return
-	}
-	readMem(r.sink, src)
-	m.release()
-}
-
 // write executes a WRITE's memory part: the payload into the target.
 func (mem *memory) write(r *request) verbs.Status {
 	if r.length == 0 {
 		return verbs.StatusSuccess
 	}
-	m, dst, st := mem.target(r.rkey, r.addr, r.length, r.flags, verbs.AccessRemoteWrite)
+	var m *MR
+	var dst []byte
+	var st verbs.Status
+	if r.flags&verbs.FlagIndirect == 0 {
+		m, dst, st = mem.area(r.rkey, r.addr, r.length, verbs.AccessRemoteWrite)
+	} else {
+		m, dst, st = mem.indirect(r.rkey, r.addr, r.length, r.flags, verbs.AccessRemoteWrite)
+	}
 	if st != verbs.StatusSuccess {
 		return st
 	}
