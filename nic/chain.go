@@ -27,7 +27,7 @@ func cmpHeld(op verbs.Opcode, a *verbs.AtomicArgs, orig *[4]uint64) bool {
 // value orig, whether it counts as a success for chaining.
 func (q *QP) noteAtomic(wr *verbs.SendWR, orig *[4]uint64) {
 	if !cmpHeld(wr.Opcode, &wr.Atomic, orig) {
-		q.failedCmp = true
+		q.send.failedCmp = true
 	}
 }
 
@@ -35,7 +35,7 @@ func (q *QP) noteAtomic(wr *verbs.SendWR, orig *[4]uint64) {
 // earlier of the QP is outstanding. It reports whether the request must be
 // skipped.
 func (q *QP) skipLocked(wr *verbs.SendWR) bool {
-	return wr.Flags&verbs.FlagConditional != 0 && !q.prevOK
+	return wr.Flags&verbs.FlagConditional != 0 && !q.send.prevOK
 }
 
 // prismFlags are the PRISM flags a QP of type t accepts.

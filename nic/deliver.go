@@ -9,10 +9,10 @@ import "github.com/rdmakit/rdmakit/verbs"
 
 // recvQueue is where the QP's incoming SENDs take receives from.
 func (q *QP) recvQueue() *recvQueue {
-	if q.srq != nil {
-		return &q.srq.rq
+	if q.recv.srq != nil {
+		return &q.recv.srq.rq
 	}
-	return &q.rq
+	return &q.recv.rq
 }
 
 // deliverResult is what happened to a message at the responder.
@@ -68,7 +68,7 @@ func deliver(dq *QP, sc *scratch, r *request, grh bool) deliverResult {
 		wc.ByteLen = uint32(need)
 	}
 	rq.pop()
-	if !dq.recvCQ.push(&wc, nil, 0, sol) || (res != delivered && dq.typ == verbs.RC) {
+	if !dq.recv.cq.push(&wc, nil, 0, sol) || (res != delivered && dq.typ == verbs.RC) {
 		dq.toError()
 	}
 	return res
@@ -83,7 +83,7 @@ func completeWriteImm(dq *QP, id uint64, r *request) {
 	if sol {
 		wc.Flags |= verbs.WCSolicited
 	}
-	if !dq.recvCQ.push(&wc, nil, 0, sol) {
+	if !dq.recv.cq.push(&wc, nil, 0, sol) {
 		dq.toError()
 	}
 }
@@ -92,7 +92,7 @@ func completeWriteImm(dq *QP, id uint64, r *request) {
 // datagrams that find no QP, a wrong QKey or no receive vanish.
 func deliverUD(n *Node, sc *scratch, r *request, qpn, qkey uint32) {
 	dq := n.qp(qpn)
-	if dq == nil || dq.typ != verbs.UD || !receiving(dq) || dq.qkey.Load() != qkey {
+	if dq == nil || dq.typ != verbs.UD || !receiving(dq) || dq.resp.qkey.Load() != qkey {
 		return
 	}
 	deliver(dq, sc, r, true)

@@ -106,7 +106,7 @@ func (m *MR) pop(queue uint32, n uint64) (uint64, verbs.Status) {
 // to redirect (with FlagRedirect) or is returned.
 func respondAllocate(dq *QP, rkey uint32, queue uint32, flags verbs.SendFlags, redirect uint64, payload [][]byte, total uint64) (verbs.Status, uint64) {
 	m := dq.node.keys.remote(rkey)
-	if m == nil || !m.reg.grants(dq.pd.id, verbs.Access(dq.access.Load()), verbs.AccessRemoteWrite) || !m.acquire() {
+	if m == nil || !m.reg.grants(dq.pd.id, verbs.Access(dq.resp.access.Load()), verbs.AccessRemoteWrite) || !m.acquire() {
 		return verbs.StatusRemAccessErr, 0
 	}
 	defer m.release()

@@ -22,7 +22,7 @@ type connPeer struct {
 // accepts reports whether the RC QP dq serves requests of the requester
 // QP qpn on the node at addr. It allocates nothing: a hot-path check.
 func (dq *QP) accepts(addr string, qpn uint32) bool {
-	p := dq.peer.Load()
+	p := dq.resp.peer.Load()
 	return p != nil && p.qpn == qpn && p.addr == addr
 }
 
@@ -30,7 +30,7 @@ func (dq *QP) accepts(addr string, qpn uint32) bool {
 // that this RC QP was connected to at RTR, the only requester it serves;
 // ok is false when it is not connected (RESET, INIT, destroyed, or UD).
 func (q *QP) ConnectedPeer() (address string, qpn uint32, ok bool) {
-	p := q.peer.Load()
+	p := q.resp.peer.Load()
 	if p == nil {
 		return "", 0, false
 	}

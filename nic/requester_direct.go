@@ -42,7 +42,7 @@ func (n *Node) Quiesce(l Link) {
 			continue
 		}
 		q.mu.Lock()
-		busy := q.destLink == l // the wait is the point; the test keeps the section non-empty
+		busy := q.conn.destLink == l // the wait is the point; the test keeps the section non-empty
 		q.mu.Unlock()
 		_ = busy
 	}
@@ -63,21 +63,21 @@ func oneSided(wr *verbs.SendWR) bool {
 // responder's mapped memory. ok=false means it must go over the link;
 // nothing was done then.
 func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
-	r := &q.rreq
+	r := &q.exec.rreq
 	*r = request{op: wr.Opcode, flags: wr.Flags, rkey: wr.RKey, addr: wr.RemoteAddr, atomic: &wr.Atomic}
 	var nl int
 	if wr.Opcode == verbs.OpWrite {
 		nl, st = q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
-		r.payload = q.lbuf[:nl]
+		r.payload = q.exec.lbuf[:nl]
 	} else {
 		nl, st = q.resolveLocalDirect(wr.SGL, true, false)
-		r.sink = q.lbuf[:nl]
+		r.sink = q.exec.lbuf[:nl]
 	}
 	if st != verbs.StatusSuccess {
 		r.payload, r.sink, r.atomic = nil, nil, nil
 		return st, 0, true
 	}
-	r.length = listLen(q.lbuf[:nl])
+	r.length = listLen(q.exec.lbuf[:nl])
 	n = uint32(r.length)
 	if wr.Opcode.IsAtomic() {
 		size := atomicSize(wr.Opcode, &wr.Atomic)
@@ -93,13 +93,13 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 		r.payload, r.sink, r.atomic = nil, nil, nil
 		return 0, 0, false
 	}
-	mem := memory{d: q.direct, src: q.qpn, qpn: q.destQPN}
-	o := &q.rout
+	mem := memory{d: q.conn.direct, src: q.qpn, qpn: q.conn.destQPN}
+	o := &q.exec.rout
 	if wr.Flags&verbs.FlagIndirect != 0 {
 		// A PRISM operation: bracketed for the responder's MR.Quiesce.
-		q.direct.Enter()
+		q.conn.direct.Enter()
 		mem.respond(r, o)
-		q.direct.Exit()
+		q.conn.direct.Exit()
 		n = o.n
 	} else {
 		mem.respond(r, o)
@@ -109,7 +109,7 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 		return 0, 0, false
 	}
 	if o.failedCmp {
-		q.failedCmp = true
+		q.send.failedCmp = true
 	}
 	return o.st, n, true
 }
@@ -119,7 +119,7 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 func (n *Node) quiesceQPs() {
 	for _, q := range *n.qps.Load() {
 		q.mu.Lock()
-		busy := q.direct != nil // the wait is the point; the test keeps the section non-empty
+		busy := q.conn.direct != nil // the wait is the point; the test keeps the section non-empty
 		q.mu.Unlock()
 		_ = busy
 	}

@@ -17,18 +17,18 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 	if q.typ == verbs.UD {
 		return q.executeUD(wr, inline), 0, false
 	}
-	dq := q.destQP
+	dq := q.conn.destQP
 	if dq == nil || dq.state.Load() == stateDestroyed {
-		dq = q.destNode.qp(q.destQPN)
-		q.destQP = dq
+		dq = q.conn.destNode.qp(q.conn.destQPN)
+		q.conn.destQP = dq
 	}
 	if dq == nil || dq.typ != verbs.RC || !dq.accepts(q.node.addr, q.qpn) {
 		// No QP, or one not connected to this one: a wrong-source packet,
 		// dropped. The requester's timeout is taken at once in-process.
 		if dq != nil {
 			dq.node.wrongPeer()
-		} else if q.destNode != nil {
-			q.destNode.wrongPeer()
+		} else if q.conn.destNode != nil {
+			q.conn.destNode.wrongPeer()
 		}
 		return verbs.StatusRetryExcErr, 0, false
 	}
@@ -36,7 +36,7 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 		return verbs.StatusRetryExcErr, 0, false
 	}
 	dq.node.charge()
-	r := &q.rreq
+	r := &q.exec.rreq
 	*r = request{
 		op: wr.Opcode, flags: wr.Flags, rkey: wr.RKey, addr: wr.RemoteAddr, imm: wr.Imm,
 		arg: wr.ArgAddr, redirect: wr.RedirectAddr, atomic: &wr.Atomic, src: q.source(),
@@ -50,7 +50,7 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 		if st != verbs.StatusSuccess {
 			return st, 0, false
 		}
-		nref, r.payload, r.length = nr, q.lbuf[:nbuf], total
+		nref, r.payload, r.length = nr, q.exec.lbuf[:nbuf], total
 		if wr.Opcode == verbs.OpAllocate {
 			r.addr = uint64(wr.Queue)
 		}
@@ -59,23 +59,23 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 		if st != verbs.StatusSuccess {
 			return st, 0, false
 		}
-		nref, r.sink = nl, q.lbuf[:nl]
+		nref, r.sink = nl, q.exec.lbuf[:nl]
 		r.length = listLen(r.sink)
 		if wr.Opcode.IsAtomic() && (nl != 1 || r.length != atomicSize(wr.Opcode, &wr.Atomic)) {
 			q.releaseLocal(nref)
 			return verbs.StatusLocLenErr, 0, false
 		}
 	}
-	o := &q.rout
-	mem := memory{dq: dq, sc: &q.sc}
+	o := &q.exec.rout
+	mem := memory{dq: dq, sc: &q.exec.sc}
 	mem.respond(r, o)
 	q.releaseLocal(nref)
 	r.payload, r.sink, r.atomic = nil, nil, nil
 	if wr.Opcode == verbs.OpAllocate {
-		q.result = o.result
+		q.send.result = o.result
 	}
 	if o.failedCmp {
-		q.failedCmp = true
+		q.send.failedCmp = true
 	}
 	return o.st, o.n, o.rnr
 }
@@ -95,9 +95,9 @@ func (q *QP) executeUD(wr *verbs.SendWR, inline []byte) verbs.Status {
 	if st != verbs.StatusSuccess {
 		return st
 	}
-	r := &q.rreq
-	*r = request{op: wr.Opcode, flags: wr.Flags, imm: wr.Imm, src: q.source(), payload: q.lbuf[:nbuf], length: total}
-	deliverUD(wr.AH.(*AH).node, &q.sc, r, wr.RemoteQPN, wr.RemoteQKey)
+	r := &q.exec.rreq
+	*r = request{op: wr.Opcode, flags: wr.Flags, imm: wr.Imm, src: q.source(), payload: q.exec.lbuf[:nbuf], length: total}
+	deliverUD(wr.AH.(*AH).node, &q.exec.sc, r, wr.RemoteQPN, wr.RemoteQKey)
 	r.payload = nil
 	q.releaseLocal(nref)
 	return verbs.StatusSuccess

@@ -71,7 +71,7 @@ func resolveRemote(dq *QP, rkey uint32, addr, n uint64, need verbs.Access) (*MR,
 	if m == nil || !m.acquire() { // pinned before its bytes are looked at: deregistration unmaps them
 		return nil, nil, verbs.StatusRemAccessErr
 	}
-	b, st := Resolve(&m.reg, dq.pd.id, verbs.Access(dq.access.Load()), addr, n, need)
+	b, st := Resolve(&m.reg, dq.pd.id, verbs.Access(dq.resp.access.Load()), addr, n, need)
 	if st != verbs.StatusSuccess {
 		m.release()
 		return nil, nil, st

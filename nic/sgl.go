@@ -93,7 +93,7 @@ func copyLists(dst, src [][]byte) {
 	}
 }
 
-// resolveLocal resolves a local scatter list into q.lbuf and q.lmr,
+// resolveLocal resolves a local scatter list into q.exec.lbuf and q.exec.lmr,
 // acquiring each region. dst says the memory is written (needs
 // AccessLocalWrite). inline says the list is an INLINE payload, which
 // needs no lkey: an entry whose lkey names no region of the QP's PD is
@@ -120,7 +120,7 @@ func (q *QP) resolveLocal(sgl []verbs.SGE, dst, inline bool) (int, verbs.Status)
 			q.releaseLocal(n)
 			return 0, verbs.StatusLocProtErr
 		}
-		q.lbuf[n], q.lmr[n] = b, m
+		q.exec.lbuf[n], q.exec.lmr[n] = b, m
 		n++
 	}
 	return n, verbs.StatusSuccess
@@ -128,16 +128,16 @@ func (q *QP) resolveLocal(sgl []verbs.SGE, dst, inline bool) (int, verbs.Status)
 
 func (q *QP) releaseLocal(n int) {
 	for i := 0; i < n; i++ {
-		q.lmr[i].release()
+		q.exec.lmr[i].release()
 	}
 }
 
 // payload resolves the bytes a SEND or WRITE carries: the inline copy or
-// the local scatter list. It returns the number of q.lbuf entries, how
+// the local scatter list. It returns the number of q.exec.lbuf entries, how
 // many of them hold region references, and the total length.
 func (q *QP) payload(wr *verbs.SendWR, inline []byte) (nbuf, nref int, total uint64, st verbs.Status) {
 	if inline != nil {
-		q.lbuf[0] = inline
+		q.exec.lbuf[0] = inline
 		return 1, 0, uint64(len(inline)), verbs.StatusSuccess
 	}
 	n, st := q.resolveLocal(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
@@ -145,7 +145,7 @@ func (q *QP) payload(wr *verbs.SendWR, inline []byte) (nbuf, nref int, total uin
 		return 0, 0, 0, st
 	}
 	for i := 0; i < n; i++ {
-		total += uint64(len(q.lbuf[i]))
+		total += uint64(len(q.exec.lbuf[i]))
 	}
 	return n, n, total, verbs.StatusSuccess
 }
@@ -214,7 +214,7 @@ func (q *QP) resolveLocalDirect(sgl []verbs.SGE, dst, inline bool) (int, verbs.S
 		if !ok {
 			return 0, verbs.StatusLocProtErr
 		}
-		q.lbuf[n] = b
+		q.exec.lbuf[n] = b
 		n++
 	}
 	return n, verbs.StatusSuccess
