@@ -7,9 +7,10 @@ package nic
 // that does not exist — is dropped without an answer, as an RC NIC drops
 // a packet from the wrong source (the requester times out with
 // RETRY_EXC_ERR), and counted in Stats.WrongPeer. Every path that finds a
-// responder QP applies the rule: a requester in this process (exec.go),
-// a Session serving a link (serve.go), and the shm transport's direct
-// path, through the QP's published peer (ConnectedPeer). The other way
+// responder QP applies the rule: a requester in this process
+// (requester_local.go), a Session serving a link (responder_link.go), and
+// the shm transport's direct path, through the QP's published peer
+// (ConnectedPeer). The other way
 // round, a response is taken only from the link the QP's requests go to
 // (HandleResponse): a node cannot complete requests sent to another.
 
