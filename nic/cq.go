@@ -151,11 +151,11 @@ func (c *CQ) Poll(wc []verbs.WC) (int, error) {
 			// Publish the freed send-queue slots only now and then (an
 			// atomic per completion is a fifth of a READ's cost);
 			// PostSend asks for the exact figure when it looks full.
-			if cs := q.cost.Load(); cs != nil {
-				cs.outstanding.Add(-int64(e.seq - q.polled))
+			if cs := q.conn.cost.Load(); cs != nil {
+				cs.outstanding.Add(-int64(e.seq - q.send.polled))
 			}
-			q.polled = e.seq
-			if e.seq-q.reaped.Load() >= q.reapEvery {
+			q.send.polled = e.seq
+			if e.seq-q.send.reaped.Load() >= q.send.reapEvery {
 				q.reap(e.seq)
 			}
 			e.qp = nil
