@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -134,7 +135,14 @@ func (b *BatchKV) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 func (b *BatchKV) loop() {
 	defer close(b.stopped)
 	batch := make([]*batchGet, 0, b.max)
+	shared := false // the last round trip carried several GETs
 	for {
+		if shared {
+			// The tasks the last answers woke are about to ask again: let
+			// them queue first (one yield), as rdmakit's tcp link lets
+			// concurrent posters share a write.
+			runtime.Gosched()
+		}
 		b.mu.Lock()
 		n := min(len(b.pending), b.max)
 		batch = append(batch[:0], b.pending[:n]...)
@@ -150,6 +158,7 @@ func (b *BatchKV) loop() {
 				return
 			}
 		}
+		shared = n > 1
 		err := b.roundTrip(batch)
 		b.trips.Add(1)
 		b.keys.Add(uint64(n))
