@@ -135,6 +135,7 @@ type device struct {
 	budget   *budget
 	closed   atomic.Bool
 	refused  atomic.Int64
+	batching writeStats // requests per write on the links it dialed
 	wg       sync.WaitGroup
 	stop     chan struct{}
 	stopOnce sync.Once

@@ -205,6 +205,7 @@ func (l *link) Flush() error {
 		l.writing = true
 		buf := l.out
 		l.out = l.spare[:0]
+		l.dev.batching.add(l.queued)
 		l.queued = 0
 		if l.flushers > 1 {
 			l.shared = min(l.shared+1, sharedMemory)
