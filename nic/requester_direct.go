@@ -64,7 +64,7 @@ func oneSided(wr *verbs.SendWR) bool {
 // nothing was done then.
 func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 	r := &q.exec.rreq // payload and sink are nil between requests
-	r.op, r.flags, r.rkey, r.addr, r.atomic = wr.Opcode, wr.Flags, wr.RKey, wr.RemoteAddr, &wr.Atomic
+	r.op, r.flags, r.rkey, r.addr, r.atomic, r.arg = wr.Opcode, wr.Flags, wr.RKey, wr.RemoteAddr, &wr.Atomic, wr.ArgAddr
 	var nl int
 	if wr.Opcode == verbs.OpWrite {
 		nl, st = q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
