@@ -119,7 +119,8 @@ func respondAllocate(dq *QP, rkey uint32, queue uint32, flags verbs.SendFlags, r
 	if flags&verbs.FlagRedirect == 0 {
 		return verbs.StatusSuccess, addr
 	}
-	m2, out, st := resolveArea(dq, rkey, redirect, 8, verbs.AccessRemoteWrite)
+	mem := memory{dq: dq}
+	m2, out, st := mem.area(rkey, redirect, 8, verbs.AccessRemoteWrite)
 	if st != verbs.StatusSuccess {
 		// The buffer goes back: nobody learned its address.
 		m.free.mu.Lock()

@@ -63,8 +63,8 @@ func oneSided(wr *verbs.SendWR) bool {
 // responder's mapped memory. ok=false means it must go over the link;
 // nothing was done then.
 func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
-	r := &q.exec.rreq
-	*r = request{op: wr.Opcode, flags: wr.Flags, rkey: wr.RKey, addr: wr.RemoteAddr, atomic: &wr.Atomic}
+	r := &q.exec.rreq // payload and sink are nil between requests
+	r.op, r.flags, r.rkey, r.addr, r.atomic, r.arg = wr.Opcode, wr.Flags, wr.RKey, wr.RemoteAddr, &wr.Atomic, wr.ArgAddr
 	var nl int
 	if wr.Opcode == verbs.OpWrite {
 		nl, st = q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)

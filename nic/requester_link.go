@@ -102,12 +102,11 @@ func (q *QP) appendRequest(l Link, e *sqEntry) (st verbs.Status, full bool) {
 		ArgAddr: wr.ArgAddr, RedirectAddr: wr.RedirectAddr,
 	}
 	nref := 0
-	switch {
-	case wr.Flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0 && !wr.Opcode.IsAtomic() && wr.Opcode != verbs.OpAllocate:
+	switch shapeOf(wr.Opcode, wr.Flags) {
+	case shapeNone:
 		// An INDIRECT_ARG WRITE or a REDIRECT READ: no local bytes.
 		r.Length = wr.RemoteLen
-	case wr.Opcode == verbs.OpWrite || wr.Opcode == verbs.OpWriteWithImm || wr.Opcode == verbs.OpSend || wr.Opcode == verbs.OpSendWithImm ||
-		wr.Opcode == verbs.OpAllocate:
+	case shapePayload:
 		if wr.Opcode == verbs.OpAllocate {
 			r.RemoteAddr = uint64(wr.Queue) // the wire carries the queue there
 		}
@@ -128,7 +127,7 @@ func (q *QP) appendRequest(l Link, e *sqEntry) (st verbs.Status, full bool) {
 			}
 		}
 		r.Payload, r.Length = q.exec.lbuf[:nbuf], uint32(total)
-	default:
+	case shapeSink:
 		n, st := q.resolveLocal(wr.SGL, true, false)
 		if st != verbs.StatusSuccess {
 			return st, false

@@ -36,11 +36,11 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 		return verbs.StatusRetryExcErr, 0, false
 	}
 	dq.node.charge()
+	// Field by field: payload and sink are nil between requests, and
+	// every case below sets length.
 	r := &q.exec.rreq
-	*r = request{
-		op: wr.Opcode, flags: wr.Flags, rkey: wr.RKey, addr: wr.RemoteAddr, imm: wr.Imm,
-		arg: wr.ArgAddr, redirect: wr.RedirectAddr, atomic: &wr.Atomic, src: q.source(),
-	}
+	r.op, r.flags, r.rkey, r.addr, r.imm = wr.Opcode, wr.Flags, wr.RKey, wr.RemoteAddr, wr.Imm
+	r.arg, r.redirect, r.atomic, r.src = wr.ArgAddr, wr.RedirectAddr, &wr.Atomic, q.source()
 	nref := 0
 	switch shapeOf(wr.Opcode, wr.Flags) {
 	case shapeNone:
@@ -61,7 +61,7 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 		}
 		nref, r.sink = nl, q.exec.lbuf[:nl]
 		r.length = listLen(r.sink)
-		if wr.Opcode.IsAtomic() && (nl != 1 || r.length != atomicSize(wr.Opcode, &wr.Atomic)) {
+		if wr.Opcode != verbs.OpRead && (nl != 1 || r.length != atomicSize(wr.Opcode, &wr.Atomic)) { // an atomic
 			q.releaseLocal(nref)
 			return verbs.StatusLocLenErr, 0, false
 		}

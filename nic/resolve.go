@@ -79,20 +79,6 @@ func resolveRemote(dq *QP, rkey uint32, addr, n uint64, need verbs.Access) (*MR,
 	return m, b, verbs.StatusSuccess
 }
 
-// resolveArea returns the n bytes at addr as responder dq sees them: in
-// its scratch area, or in the region of rkey checked like any remote
-// access. The MR is nil for the scratch area (release is nil-safe).
-func resolveArea(dq *QP, rkey uint32, addr, n uint64, need verbs.Access) (*MR, []byte, verbs.Status) {
-	if addr >= verbs.ScratchBase {
-		off := addr - verbs.ScratchBase
-		if off > verbs.ScratchSize || n > verbs.ScratchSize-off {
-			return nil, nil, verbs.StatusRemAccessErr
-		}
-		return nil, dq.scratchBytes()[off : off+n : off+n], verbs.StatusSuccess
-	}
-	return resolveRemote(dq, rkey, addr, n, need)
-}
-
 // readSlot reads a pointer slot: 8 bytes with one atomic load (every
 // atomic stores its 8-byte words whole), a 16-byte bounded pointer under
 // the atomics lock of its address, so that a pair installed by a 16- or

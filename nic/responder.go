@@ -71,7 +71,14 @@ func (mem *memory) area(rkey uint32, addr, n uint64, need verbs.Access) (*MR, []
 		}
 		return nil, b, st
 	}
-	return resolveArea(mem.dq, rkey, addr, n, need)
+	if addr >= verbs.ScratchBase {
+		off := addr - verbs.ScratchBase
+		if off > verbs.ScratchSize || n > verbs.ScratchSize-off {
+			return nil, nil, verbs.StatusRemAccessErr
+		}
+		return nil, mem.dq.scratchBytes()[off : off+n : off+n], verbs.StatusSuccess // no MR: release is nil-safe
+	}
+	return resolveRemote(mem.dq, rkey, addr, n, need)
 }
 
 // region resolves the n bytes at addr in the region of rkey.
@@ -149,7 +156,8 @@ func (mem *memory) indirect(rkey uint32, addr, n uint64, flags verbs.SendFlags, 
 // receives); on the direct path only READ, WRITE and the atomics arrive,
 // and DirectLink.Remote admits each access.
 func (mem *memory) respond(r *request, o *outcome) {
-	*o = outcome{}
+	// data and held stay nil between requests (their user clears them).
+	o.st, o.n, o.rnr, o.failedCmp = verbs.StatusSuccess, 0, false, false
 	switch r.op {
 	case verbs.OpRead:
 		if r.flags&verbs.FlagRedirect != 0 {

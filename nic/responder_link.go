@@ -164,6 +164,7 @@ func (s *Session) execute(r *Request, dq *QP, src source, resp *Response) (verbs
 	case o.held != nil || o.data != nil:
 		s.held = o.held // until Respond has copied the bytes
 		resp.Data = o.data
+		o.held, o.data = nil, nil
 	case r.Opcode == verbs.OpAllocate:
 		if r.Flags&verbs.FlagRedirect == 0 {
 			binary.NativeEndian.PutUint64(s.word[:8], o.result)
