@@ -25,10 +25,10 @@ type service struct {
 	dev verbs.Device
 }
 
-func (s *service) Name() string            { return "race" }
-func (s *service) Admit(string) error      { return nil }
-func (s *service) Describe(*memnode.Info)  {}
-func (s *service) Close() error            { return s.srv.Close() }
+func (s *service) Name() string           { return "race" }
+func (s *service) Admit(string) error     { return nil }
+func (s *service) Describe(*memnode.Info) {}
+func (s *service) Close() error           { return s.srv.Close() }
 func (s *service) Open() (memnode.Session, error) {
 	cq, err := s.dev.CreateCQ(4096)
 	if err != nil {
