@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/internal/remote"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -302,5 +303,45 @@ func (sp *splitter) recover() error {
 	if err := sp.clearMoved(moved); err != nil {
 		return err
 	}
-	return sp.unlock(sp.d + 1)
+	if err := sp.unlock(sp.d + 1); err != nil {
+		return err
+	}
+	// The new half stays locked by the dead holder's lease: unlock it.
+	if err := sp.read(c.base+dirOff+8*(sp.suffix|1<<sp.d), offEntry, 8); err != nil {
+		return err
+	}
+	nsub := dirAddr(sp.word(offEntry))
+	if err := sp.read(nsub+leaseOff, offLease, 8); err != nil {
+		return err
+	}
+	return unlockNew(c, sp.s, nsub, sp.word(offLease))
+}
+
+// unlockNew clears the lock of a split's new subtable nsub while its
+// lease word is lease: CAS from the control word read, guarded by the
+// lease (a lease taken over leaves the lock to its new holder; no
+// error). Writers that found it locked are leaving: the count is kept.
+func unlockNew(c *Client, s remote.Slot, nsub, lease uint64) error {
+	if err := c.do(c.bg, s, []verbs.SendWR{{Opcode: verbs.OpRead, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{s.SGE(offCtl, 8)}, RemoteAddr: nsub, RKey: c.rkey}}); err != nil {
+		return err
+	}
+	cur := word(s.Buf[offCtl:])
+	for cur&ctlLock != 0 {
+		cas := verbs.SendWR{Opcode: verbs.OpAtomicCmpAndSwp, Flags: verbs.FlagConditional | verbs.FlagSignaled, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: nsub, RKey: c.rkey}
+		cas.Atomic.Compare[0], cas.Atomic.Swap[0] = cur, cur&^ctlLock
+		binary.NativeEndian.PutUint64(s.Buf[offCAS:], ^cur)
+		binary.NativeEndian.PutUint64(s.Buf[offTest:], ^lease)
+		if err := c.do(c.bg, s, []verbs.SendWR{guardWR(s, c.rkey, nsub+leaseOff, ^uint64(0), lease), cas}); err != nil {
+			return err
+		}
+		if word(s.Buf[offTest:]) != lease {
+			return nil
+		}
+		got := word(s.Buf[offCAS:])
+		if got == cur {
+			return nil
+		}
+		cur = got
+	}
+	return nil
 }

@@ -106,7 +106,10 @@ func (sp *splitter) run() error {
 	if err := sp.clearMoved(moved); err != nil {
 		return c.mapErr(err)
 	}
-	return c.mapErr(sp.unlock(sp.d + 1))
+	if err := sp.unlock(sp.d + 1); err != nil {
+		return c.mapErr(err)
+	}
+	return c.mapErr(unlockNew(c, sp.s, nsub, sp.nlease))
 }
 
 // splitter is one split in progress: the client's slot, the subtable and
@@ -121,6 +124,7 @@ type splitter struct {
 	lease  uint64    // the lease word written next to the control word
 	beatAt time.Time // when lease was written
 	dir    uint64    // the directory lock's word while held, else 0
+	nlease uint64    // the new subtable's lease word (copyOut)
 }
 
 // one runs a single signaled request in the split's slot.
@@ -231,7 +235,8 @@ func (c *Client) allocSubtable(ctx context.Context) (uint64, error) {
 }
 
 // classify reads the subtable into the directory buffer and the key of
-// each slot's block: moved marks the slots whose key's next hash bit is 1.
+// each slot's block, the blocks 16 READs to a list: moved marks the
+// slots whose key's next hash bit is 1.
 func (sp *splitter) classify() ([]bool, error) {
 	c := sp.c
 	img := c.dirMR.Bytes()[:subtableSize]
@@ -240,37 +245,71 @@ func (sp *splitter) classify() ([]bool, error) {
 		return nil, err
 	}
 	moved := make([]bool, Groups*3*bucketSlots)
+	var ws [classifyBatch]verbs.SendWR
+	var idx, lens [classifyBatch]int
+	k := 0
+	flush := func() error {
+		if k == 0 {
+			return nil
+		}
+		if err := sp.beat(); err != nil {
+			return err
+		}
+		ws[k-1].Flags |= verbs.FlagSignaled
+		if err := c.do(c.bg, sp.s, ws[:k]); err != nil {
+			return err
+		}
+		for j := range k {
+			b := sp.s.Buf[offBlock+j*keyStride:]
+			kl := int(binary.LittleEndian.Uint16(b))
+			if kl == 0 || blockHead+kl > lens[j] {
+				continue // cannot be: blocks are written before their slots
+			}
+			moved[idx[j]] = kv.Hash(b[blockHead:blockHead+kl])>>sp.d&1 == 1
+		}
+		k = 0
+		return nil
+	}
 	for i := range moved {
 		w := binary.NativeEndian.Uint64(img[ctlBytes+8*i:])
 		if w == 0 {
 			continue
 		}
 		n := min(slotUnits(w)*blockUnit, blockHead+kv.MaxKey)
-		if err := sp.beat(); err != nil {
-			return nil, err
+		ws[k] = verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{sp.s.SGE(offBlock+k*keyStride, n)}, RemoteAddr: slotAddr(w), RKey: c.rkey}
+		idx[k], lens[k] = i, n
+		if k++; k == classifyBatch {
+			if err := flush(); err != nil {
+				return nil, err
+			}
 		}
-		if err := sp.read(slotAddr(w), offBlock, n); err != nil {
-			return nil, err
-		}
-		b := sp.s.Buf[offBlock:]
-		kl := int(binary.LittleEndian.Uint16(b))
-		if kl == 0 || blockHead+kl > n {
-			continue // cannot be: blocks are written before their slots
-		}
-		h := kv.Hash(b[blockHead : blockHead+kl])
-		moved[i] = h>>sp.d&1 == 1
+	}
+	if err := flush(); err != nil {
+		return nil, err
 	}
 	return moved, nil
 }
 
+// classifyBatch is how many block READs classify puts in one list (a
+// smart task's largest list), each into keyStride bytes of the buffer.
+const (
+	classifyBatch = 16
+	keyStride     = (blockHead + kv.MaxKey + 63) &^ 63
+)
+
 // copyOut writes the new subtable at nsub: the moved slots of the image
 // classify read, at the same positions, under a control word of the next
-// depth and the suffix with that bit set.
+// depth and the suffix with that bit set — locked, with a lease word of
+// the client's, until the old subtable no longer holds the moved keys
+// (unlockNew): a writer must not change a moved key while a reader with
+// an old directory can still find its old copy.
 func (sp *splitter) copyOut(nsub uint64, moved []bool) error {
 	img := sp.c.dirMR.Bytes()[:subtableSize]
 	out := sp.s.Buf[offNew : offNew+subtableSize]
 	clear(out)
-	binary.NativeEndian.PutUint64(out, mkCtl(sp.d+1, sp.suffix|1<<sp.d, false))
+	sp.nlease = sp.c.newLease()
+	binary.NativeEndian.PutUint64(out, mkCtl(sp.d+1, sp.suffix|1<<sp.d, true))
+	binary.NativeEndian.PutUint64(out[leaseOff:], sp.nlease)
 	for i, m := range moved {
 		if m {
 			copy(out[ctlBytes+8*i:ctlBytes+8*i+8], img[ctlBytes+8*i:])
