@@ -299,15 +299,16 @@ func (c *Client) install(s remote.Slot, op *writeOp, sub, ctl, target, old uint6
 }
 
 // dedupe settles a concurrent insert of the same key, from the buckets
-// install read again: another slot at a lower address with the same key
-// wins, and ours (target, holding newWord) goes by a guarded CAS back to
-// 0 — our PUT ordered before theirs.
+// install read again (after its CAS). The copy at the lowest address
+// wins: a copy of the key at a lower address makes ours (target, holding
+// newWord) go back to 0 — our PUT ordered before theirs; copies at higher
+// addresses go, and theirs are ordered before ours. Both writers see the
+// two copies or at least the later one does (its read follows both
+// CASes), so no duplicate outlives them both. Every CAS is guarded by the
+// control word (writeGuard).
 func (c *Client) dedupe(s remote.Slot, op *writeOp, sub, ctl, target, newWord, blk uint64, cands []candidate) error {
 	for _, y := range candidates(s, sub, op.p, cands) {
-		if y.addr >= target {
-			break
-		}
-		if y.word == 0 || slotFP(y.word) != op.p.fp {
+		if y.addr == target || y.word == 0 || slotFP(y.word) != op.p.fp {
 			continue
 		}
 		_, dup, err := c.readKey(c.bg, s, y.word, op.key)
@@ -317,12 +318,14 @@ func (c *Client) dedupe(s remote.Slot, op *writeOp, sub, ctl, target, newWord, b
 		if !dup {
 			continue
 		}
-		undo := []verbs.SendWR{c.writeGuard(s, sub, ctl),
-			{Opcode: verbs.OpAtomicCmpAndSwp, Flags: verbs.FlagConditional | verbs.FlagSignaled, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: target, RKey: c.rkey}}
-		undo[1].Atomic.Compare[0] = newWord
-		binary.NativeEndian.PutUint64(s.Buf[offCAS:], ^newWord)
-		if err := c.do(c.bg, s, undo); err != nil {
-			return c.mapErr(err)
+		if y.addr > target { // theirs goes
+			if err := c.clearSlot(s, sub, ctl, y.addr, y.word); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.clearSlot(s, sub, ctl, target, newWord); err != nil {
+			return err
 		}
 		if binary.NativeEndian.Uint64(s.Buf[offCAS:]) == newWord {
 			c.freeBlock(blk, op.n, true)
@@ -330,6 +333,17 @@ func (c *Client) dedupe(s remote.Slot, op *writeOp, sub, ctl, target, newWord, b
 		return nil
 	}
 	return nil
+}
+
+// clearSlot CASes the slot at addr from word to 0, guarded by the control
+// word the writer entered on; the word found lands at offCAS (its
+// complement when the guard failed).
+func (c *Client) clearSlot(s remote.Slot, sub, ctl, addr, word uint64) error {
+	w := []verbs.SendWR{c.writeGuard(s, sub, ctl),
+		{Opcode: verbs.OpAtomicCmpAndSwp, Flags: verbs.FlagConditional | verbs.FlagSignaled, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: addr, RKey: c.rkey}}
+	w[1].Atomic.Compare[0] = word
+	binary.NativeEndian.PutUint64(s.Buf[offCAS:], ^word)
+	return c.mapErr(c.do(c.bg, s, w))
 }
 
 // exit leaves a subtable entered by readBuckets: FETCH_AND_ADD -1 on its
