@@ -118,6 +118,12 @@ type LinConfig struct {
 	OpTimeout time.Duration
 	// Faults, when set, runs during the operations until stop closes.
 	Faults func(stop <-chan struct{})
+	// Cancel is the fraction of operations (0 to 1) whose context is
+	// cancelled at a random point while they run: within CancelWithin
+	// (default 300 µs) of their start. A cancelled PUT or DELETE counts
+	// as unknown, a cancelled GET is dropped.
+	Cancel       float64
+	CancelWithin time.Duration
 }
 
 // Linearizable runs cfg.Ops random operations (half gets, 40% puts, 10%
@@ -135,6 +141,9 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 	}
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = 5 * time.Second
+	}
+	if cfg.CancelWithin <= 0 {
+		cfg.CancelWithin = 300 * time.Microsecond
 	}
 	h := check.NewKVHistory()
 	stop := make(chan struct{})
@@ -156,6 +165,10 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 			for i := 0; i < per; i++ {
 				key := fmt.Sprintf("k%d", rng.Intn(cfg.Keys))
 				ctx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
+				var timer *time.Timer
+				if cfg.Cancel > 0 && rng.Float64() < cfg.Cancel {
+					timer = time.AfterFunc(time.Duration(rng.Int63n(int64(cfg.CancelWithin))), cancel)
+				}
 				call := h.Now()
 				var in check.KVInput
 				var out check.KVOutput
@@ -177,6 +190,9 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 					err = s.Delete(ctx, []byte(key))
 				}
 				ret := h.Now()
+				if timer != nil {
+					timer.Stop()
+				}
 				cancel()
 				if err != nil {
 					mu.Lock()
@@ -210,5 +226,21 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 	}
 	if h.Len() < cfg.Ops/2 {
 		t.Errorf("only %d of %d operations succeeded", h.Len(), cfg.Ops)
+	}
+}
+
+// CloseWithin closes s and fails the test when Close has not returned
+// within d (it then leaves it running).
+func CloseWithin(t testing.TB, s kv.Store, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Errorf("Close has not returned after %v", d)
 	}
 }
