@@ -23,6 +23,7 @@ const (
 	itemHead  = 8
 	flagTomb  = 1
 	flagEmpty = 2
+	flagFree  = 4
 	maxItem   = itemHead + kv.MaxKey + kv.MaxValue
 )
 

@@ -33,6 +33,8 @@ type Server interface {
 	Attach(qp verbs.QP) (*rpc.ServerConn, error)
 	// CPU is the time the node's own threads spent on the store.
 	CPU() time.Duration
+	// NodeStats are the node's counters (its /metrics).
+	NodeStats() kv.NodeStats
 	// Close releases the node's memory; stop serving first.
 	Close() error
 }
