@@ -36,7 +36,8 @@ type Config struct {
 	Memory int
 	// Quarantine is how many freed extents wait before reuse (default
 	// 1024), so that a GET that read an old entry rarely finds its
-	// extent reused (its CRC would catch it; the GET retries).
+	// extent reused (its CRC would catch it; the GET retries). A node out
+	// of memory reuses the oldest of them rather than refuse a PUT.
 	Quarantine int
 }
 

@@ -20,7 +20,7 @@ import (
 // Config sizes a PRISM-KV node.
 type Config struct {
 	// Slots is the number of index slots (default 1<<16): the most keys
-	// the node holds (a deleted key keeps its slot).
+	// the node holds at once. A deleted key's slot takes a new key.
 	Slots int
 	// Memory is the bytes for items (default 128 MiB).
 	Memory int
@@ -95,7 +95,7 @@ func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
 	cfg.defaults()
 	emptyOff := uint64(cfg.Slots * slotSize)
 	emptyOff = (emptyOff + 63) &^ 63
-	ringOff := emptyOff + 64
+	ringOff := (emptyOff + lockOff + uint64(8*segments(cfg.Slots)) + 63) &^ 63
 	poolOff := ringOff + uint64(prism.ReturnRingSize(cfg.ReturnSlots))
 	poolOff = (poolOff + maxBuf - 1) &^ (maxBuf - 1)
 	mr, err := pd.AllocMR(int(poolOff)+cfg.Memory, verbs.AccessAll)
@@ -104,6 +104,7 @@ func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
 	}
 	b := mr.Bytes()
 	putItem(b[emptyOff:], nil, nil, flagEmpty)
+	putItem(b[emptyOff+freeItemOff:], nil, nil, flagFree)
 	empty := mr.Addr() + emptyOff
 	for i := 0; i < cfg.Slots; i++ {
 		binary.NativeEndian.PutUint64(b[i*slotSize:], empty)
