@@ -26,6 +26,9 @@ type change struct {
 	// conditional on it still being held, and the list releases it.
 	seg   int
 	token uint64
+	// raise > 0: the node's distance word is raised to raise first (the
+	// new key goes that far from its home slot).
+	raise int
 }
 
 // changed is what an install list did.
@@ -41,8 +44,8 @@ type changed struct {
 // address]. An error leaves s no longer the caller's (a failed status
 // releases it).
 func (c *Client) run(ctx context.Context, s remote.Slot, ch change) (changed, error) {
-	var wrs [7]verbs.SendWR
-	var sgl [7]verbs.SGE
+	var wrs [8]verbs.SendWR
+	var sgl [8]verbs.SGE
 	w := 0
 	add := func(wr verbs.SendWR, sge verbs.SGE) {
 		sgl[w] = sge
@@ -62,8 +65,18 @@ func (c *Client) run(ctx context.Context, s remote.Slot, ch change) (changed, er
 		add(verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, Flags: verbs.FlagIndirect, RemoteAddr: c.slotAddr(ch.slot), RKey: c.rkey,
 			Atomic: verbs.AtomicArgs{Size: 32, Op: verbs.CmpEqual, Compare: want, CompareMask: mask}}, s.SGE(offCheck, 32))
 	}
+	if ch.raise > 0 {
+		d := uint64(ch.raise)
+		add(verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, RemoteAddr: c.dist, RKey: c.rkey,
+			Atomic: verbs.AtomicArgs{Size: 8, Op: verbs.CmpLess, Compare: [4]uint64{d}, Swap: [4]uint64{d},
+				CompareMask: [4]uint64{^uint64(0)}, SwapMask: [4]uint64{^uint64(0)}}}, s.SGE(offDist+8, 8))
+	}
 	if ch.seg >= 0 {
-		add(verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, Flags: c.cond(w), RemoteAddr: c.lockAddr(ch.seg), RKey: c.rkey,
+		lockFlags := verbs.SendFlags(0) // after the raise, whatever it found
+		if ch.check != nil {
+			lockFlags = verbs.FlagConditional // and the key check
+		}
+		add(verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, Flags: lockFlags, RemoteAddr: c.lockAddr(ch.seg), RKey: c.rkey,
 			Atomic: verbs.AtomicArgs{Size: 8, Op: verbs.CmpEqual, Compare: [4]uint64{ch.token}, CompareMask: [4]uint64{^uint64(0)}}},
 			s.SGE(offLock, 8))
 	}

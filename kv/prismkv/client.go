@@ -49,7 +49,7 @@ type Client struct {
 	empty   uint64 // the empty item: unused slots point to it
 	free    uint64 // the free item: slots of deleted keys point to it
 	locks   uint64 // the segments' lock words
-	probes  int    // slots a probe sequence covers at most
+	dist    uint64 // the node's farthest-distance word
 	id      uint64 // this client's part of its lock tokens
 	seq     atomic.Uint32
 	ring    uint64
@@ -90,7 +90,8 @@ const (
 	itemRoom   = (maxItem + 63) &^ 63
 	offNew     = offItem + itemRoom // the item a PUT writes
 	offCheck   = offNew + itemRoom  // the key check's 32 bytes of the item
-	offPairs   = offCheck + 32      // slot values read in bulk
+	offDist    = offCheck + 32      // the node's distance word, read; its max, raised
+	offPairs   = offDist + 64       // slot values read in bulk
 	bulkSlots  = 64
 	opBuf      = offPairs + bulkSlots*slotSize
 )
@@ -127,7 +128,7 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 	c.base, c.rkey, c.nslots = binary.LittleEndian.Uint64(info[:]), binary.LittleEndian.Uint32(info[8:]), int(binary.LittleEndian.Uint32(info[12:]))
 	c.empty, c.ring, c.ringN = binary.LittleEndian.Uint64(info[16:]), binary.LittleEndian.Uint64(info[24:]), int(binary.LittleEndian.Uint32(info[32:]))
 	c.minBuf = binary.LittleEndian.Uint32(info[36:])
-	c.free, c.locks, c.probes = c.empty+freeItemOff, c.empty+lockOff, min(maxProbe, c.nslots)
+	c.free, c.locks, c.dist = c.empty+freeItemOff, c.empty+lockOff, c.empty+distOff
 	c.id = uint64(rand.Uint32()|1) << 32
 	if c.nslots <= 0 || c.ringN <= 0 || c.minBuf == 0 || c.minBuf&(c.minBuf-1) != 0 {
 		close(c.done)

@@ -19,7 +19,8 @@
 //	[0 : 16·Slots)              slots: ⟨item address u64, item length u64⟩, native byte order
 //	emptyOff = 16·Slots↑64      the empty item (8 bytes) unused slots point to; at +32 the
 //	                            free item slots of deleted keys point to
-//	emptyOff + 64               lock words, one per segment of 64 slots
+//	emptyOff + 64               the farthest distance word
+//	emptyOff + 128              lock words, one per segment of 64 slots
 //	ringOff  = locks' end↑64    the return ring: 64 + 8·ReturnSlots bytes (prism.ReturnRing)
 //	poolOff  = ring's end↑128 KiB   item buffers, Memory bytes, posted to the NIC's free lists
 //	                            (prism.Pool: one list per power of two from 64 B to 128 KiB)
@@ -37,7 +38,9 @@
 //
 // A key's home slot is Hash(key) mod Slots. Collisions probe the next
 // slots (linear probing): a probe sequence passes slots of other keys and
-// free slots, and ends at the first empty slot or after 1,024 slots. A
+// free slots, and ends at the first empty slot or past the farthest any
+// key was ever put from its home slot (a word in the node, read with the
+// second probe, raised by an insert before its CAS). A
 // DELETE frees its key's slot: the slot then points to the free item,
 // which probes pass and a new key may take. A slot never becomes empty
 // again, so a key stays reachable from its home slot. Defaults (Config):
@@ -133,8 +136,8 @@
 //     refill is recycling, and the client's returns queue behind the
 //     waiting ALLOCATE on the same QP. So after about 30 ms the PUT fails
 //     with kv.ErrUnreachable, and the connection with it (docs/kv.md).
-//   - A full index. When no slot within 1,024 of the key's home slot is
-//     free or empty, an insert fails with kv.ErrFull.
+//   - A full index. When no slot is free or empty, an insert fails with
+//     kv.ErrFull.
 //   - A dead writer. A client that dies mid-chain may leave an allocated
 //     buffer that no slot points to, and the items it had not yet
 //     returned are never recycled. One that dies holding a segment lock

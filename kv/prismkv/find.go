@@ -15,7 +15,8 @@ import (
 // bulk is the slots whose values a probe read in bulk (one READ of the
 // slots after the probed one, up to bulkSlots, into s.Buf[offPairs:]):
 // the slots among them that are free are passed without a round trip.
-type bulk struct{ first, n int }
+// dist is the node's distance word, read in the same list.
+type bulk struct{ first, n, dist int }
 
 // ptr is slot b's item address, if b is among the slots read.
 func (k bulk) ptr(s remote.Slot, b int) (uint64, bool) {
@@ -31,8 +32,8 @@ func (k bulk) ptr(s remote.Slot, b int) (uint64, bool) {
 // with lt, it first tries to take a segment lock. It returns the item's
 // bytes (in s.Buf) and the slot value.
 func (c *Client) probe(ctx context.Context, s remote.Slot, i int, withSlot, more bool, lt *lockTry) (item []byte, ptr, n uint64, k bulk, err error) {
-	var wrs [4]verbs.SendWR
-	var sgl [4]verbs.SGE
+	var wrs [5]verbs.SendWR
+	var sgl [5]verbs.SGE
 	w := 0
 	if lt != nil {
 		sgl[w] = s.SGE(offLock, 8)
@@ -51,6 +52,9 @@ func (c *Client) probe(ctx context.Context, s remote.Slot, i int, withSlot, more
 			wrs[w] = verbs.SendWR{Opcode: verbs.OpRead, SGL: sgl[w : w+1], RemoteAddr: c.slotAddr(k.first), RKey: c.rkey}
 			w++
 		}
+		sgl[w] = s.SGE(offDist, 8)
+		wrs[w] = verbs.SendWR{Opcode: verbs.OpRead, SGL: sgl[w : w+1], RemoteAddr: c.dist, RKey: c.rkey}
+		w++
 	}
 	sgl[w] = s.SGE(offItem, maxItem)
 	prism.IndirectRead(wrs[w:], 0, sgl[w], c.rkey, c.slotAddr(i), true)
@@ -67,6 +71,9 @@ func (c *Client) probe(ctx context.Context, s remote.Slot, i int, withSlot, more
 	if lt != nil {
 		lt.result(binary.NativeEndian.Uint64(s.Buf[offLock:]))
 	}
+	if more {
+		k.dist = int(min(binary.NativeEndian.Uint64(s.Buf[offDist:]), uint64(c.nslots)))
+	}
 	return s.Buf[offItem : offItem+int(wc.ByteLen)], ptr, n, k, nil
 }
 
@@ -81,15 +88,19 @@ type found struct {
 	value  []byte // in the operation's buffer
 	take   int    // without exists: a free or empty slot
 	takeP  uint64 // its item: c.free or c.empty
+	takeD  int    // its distance from the home slot
+	dist   int    // the node's distance word as read (-1: not read)
 }
 
 // find locates key's slot. A probe sequence starts at the key's home
 // slot, passes slots holding other keys and free slots, and ends at an
-// empty slot or after c.probes slots. Without withSlot (a GET) the slot
-// values are not read. With lt, its first list tries to take a lock
-// first: when it does, the whole lookup runs under the lock. An error
-// other than a failed READ's status leaves s no longer the caller's.
-func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot bool, lt *lockTry) (found, error) {
+// empty slot or past the node's distance word (read with the second
+// probe) — with take, not before it has seen a slot to take. Without
+// withSlot (a GET) the slot values are not read. With lt, its first list
+// tries to take a lock first: when it does, the whole lookup runs under
+// the lock. An error other than a failed READ's status leaves s no
+// longer the caller's.
+func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot bool, lt *lockTry, take bool) (found, error) {
 	h := kv.Hash(key)
 	start := int(h % uint64(c.nslots))
 	if e, ok := c.cache.lookup(key, h); ok {
@@ -105,13 +116,14 @@ func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot b
 		c.cache.forget(key, h) // stale
 	}
 	c.lookups.Add(1)
-	f := found{slot: -1, take: -1}
+	f := found{slot: -1, take: -1, dist: -1}
 	var k bulk
 	rereads := 0
-	for i := 0; i < c.probes; i++ {
+	limit := c.nslots
+	for i := 0; i < c.nslots && (i < limit || take && f.take < 0); i++ {
 		b := (start + i) % c.nslots
 		if p, ok := k.ptr(s, b); ok && p == c.free {
-			f.mayTake(b, c.free)
+			f.mayTake(b, c.free, i)
 			continue
 		}
 		item, ptr, n, nk, err := c.probe(ctx, s, b, withSlot, i > 0, lt)
@@ -120,7 +132,8 @@ func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot b
 			return found{}, err
 		}
 		if i > 0 {
-			k = nk
+			k, f.dist = nk, nk.dist
+			limit = nk.dist + 1
 		}
 		key2, v, fl, ok := readItem(item)
 		switch {
@@ -133,10 +146,10 @@ func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot b
 			}
 			i--
 		case fl&flagEmpty != 0:
-			f.mayTake(b, c.empty)
+			f.mayTake(b, c.empty, i)
 			return f, nil
 		case fl&flagFree != 0:
-			f.mayTake(b, c.free)
+			f.mayTake(b, c.free, i)
 		case fl&flagTomb == 0 && bytes.Equal(key2, key):
 			if withSlot {
 				c.cache.remember(key, h, cached{slot: b, ptr: ptr, n: n})
@@ -152,11 +165,11 @@ func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot b
 	return f, nil
 }
 
-// mayTake notes slot b (pointing to item) as the one to take, if it is
-// the first seen.
-func (f *found) mayTake(b int, item uint64) {
+// mayTake notes slot b (pointing to item, i slots from the home slot)
+// as the one to take, if it is the first seen.
+func (f *found) mayTake(b int, item uint64, i int) {
 	if f.take < 0 {
-		f.take, f.takeP = b, item
+		f.take, f.takeP, f.takeD = b, item, i
 	}
 }
 
@@ -174,7 +187,7 @@ func (c *Client) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 	if err != nil {
 		return dst, c.mapErr(err)
 	}
-	f, err := c.find(ctx, s, key, false, nil)
+	f, err := c.find(ctx, s, key, false, nil, false)
 	if err != nil {
 		return dst, c.mapErr(err) // the slot is not ours any more
 	}

@@ -66,7 +66,7 @@ func (c *Client) install(ctx context.Context, key, value []byte, del bool) error
 			if !del {
 				lt = c.newLockTry(seg)
 			}
-			f, err := c.find(ctx, s, key, true, lt)
+			f, err := c.find(ctx, s, key, true, lt, !del)
 			if err != nil {
 				return c.mapErr(err) // the slot is not ours any more
 			}
@@ -153,9 +153,12 @@ func (c *Client) claim(ctx context.Context, s remote.Slot, key []byte, h uint64,
 		case f.take < 0:
 			c.unlock(lt.seg, lt.token)
 			c.ops.Release(s)
-			return fmt.Errorf("%w: no free slot within %d of the key's home slot", kv.ErrFull, c.probes)
+			return fmt.Errorf("%w: all %d slots hold other keys", kv.ErrFull, c.nslots)
 		default:
 			ch.slot, ch.oldP, ch.oldN = f.take, f.takeP, itemHead
+			if f.takeD > max(f.dist, 0) {
+				ch.raise = f.takeD
+			}
 		}
 		r, err := c.run(ctx, s, ch)
 		if err != nil {

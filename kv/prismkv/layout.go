@@ -12,6 +12,7 @@ import (
 //	[0, 16·Slots)   slots ⟨item address, item length⟩ (bounded pointers)
 //	emptyOff        the empty item unused slots point to; at +32 the free
 //	                item slots point to once their key is deleted
+//	distOff         the farthest any key was put from its home slot
 //	lockOff         one lock word per segment of segSlots slots
 //	ringOff         the return ring clients give old items back through
 //	poolOff …       item buffers, posted to the free lists (prism.Pool)
@@ -33,14 +34,15 @@ const (
 // it), and the table's fixed shape.
 const (
 	freeItemOff = 32 // the free item, 32-byte aligned for the key check's indirect CAS
-	lockOff     = 64 // the first segment's lock word
+	// distOff is a word that bounds probe sequences: the farthest (in
+	// slots) any key was ever put from its home slot. An insert raises it
+	// (an atomic max) before its CAS, so a lookup that read it and probed
+	// that far has seen every slot its key could be in.
+	distOff = 64
+	lockOff = 128 // the first segment's lock word
 	// segSlots slots share a lock: a client inserting a new key holds
-	// the lock of its key's home segment (client.go, claim).
+	// the lock of its key's home segment (install.go, claim).
 	segSlots = 64
-	// maxProbe bounds a key's distance from its home slot: a probe
-	// sequence ends at an empty slot or after maxProbe slots, and an
-	// insert that finds no empty or free slot within it fails (kv.ErrFull).
-	maxProbe = 1024
 )
 
 // segments is the number of lock segments of a table of slots slots.

@@ -62,7 +62,7 @@ func (c *Client) findLocked(ctx context.Context, s remote.Slot, key []byte, lt *
 	var since time.Time
 	backoff := 20 * time.Microsecond
 	for {
-		f, err := c.find(ctx, s, key, true, lt)
+		f, err := c.find(ctx, s, key, true, lt, true)
 		if err != nil || lt.got {
 			return f, err
 		}

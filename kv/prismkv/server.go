@@ -95,7 +95,7 @@ func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
 	cfg.defaults()
 	emptyOff := uint64(cfg.Slots * slotSize)
 	emptyOff = (emptyOff + 63) &^ 63
-	ringOff := (emptyOff + lockOff + uint64(8*segments(cfg.Slots)) + 63) &^ 63
+	ringOff := (emptyOff + lockOff + uint64(8*segments(cfg.Slots)) + 63) &^ 63 // after the distance word and the locks
 	poolOff := ringOff + uint64(prism.ReturnRingSize(cfg.ReturnSlots))
 	poolOff = (poolOff + maxBuf - 1) &^ (maxBuf - 1)
 	mr, err := pd.AllocMR(int(poolOff)+cfg.Memory, verbs.AccessAll)

@@ -66,3 +66,61 @@ func TestSizedForValues(t *testing.T) {
 		})
 	}
 }
+
+// TestPrismKVRefillsAfterDeletes: a PRISM-KV node sized as kv serve
+// sizes it for keys keys (4 × keys slots) keeps taking new keys after it
+// has held more than 4 × keys distinct ones, all deleted since: 5 rounds
+// of keys new keys put then deleted, then a round kept. The node refused
+// every new key once its slots had all been used.
+func TestPrismKVRefillsAfterDeletes(t *testing.T) {
+	const keys = 4096 // 16,384 slots, kv serve's smallest table
+	ctx := context.Background()
+	bed := kvtest.NewBed(t, "loop")
+	srv, err := stores.NewServer("prism-kv", bed.NodePD, keys, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() }) // before the bed closes the devices
+	qp, cq := bed.Connect(t, stores.QPCap.MaxSendWR, stores.QPCap.MaxRecvWR, srv)
+	c, err := stores.NewClient(ctx, "prism-kv", bed.PD, qp, cq, stores.ClientOptions{Slots: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	each := func(round int, do func(key []byte) error) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for w := 0; w < 8; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				for i := w; i < keys; i += 8 {
+					if err := do([]byte(fmt.Sprintf("r%d-%d", round, i))); err != nil {
+						errs <- fmt.Errorf("round %d, key %d: %w", round, i, err)
+						return
+					}
+				}
+			}(w)
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	const rounds = 5 // 20,480 distinct keys
+	for round := 0; round <= rounds; round++ {
+		each(round, func(k []byte) error { return c.Put(ctx, k, k) })
+		if st := srv.NodeStats(); st.Keys != keys {
+			t.Fatalf("round %d, filled: %+v", round, st)
+		}
+		if round == rounds {
+			break
+		}
+		each(round, func(k []byte) error { return c.Delete(ctx, k) })
+		if st := srv.NodeStats(); st.Keys != 0 || st.SlotsFree != 4*keys {
+			t.Fatalf("round %d, emptied: %+v", round, st)
+		}
+	}
+}
