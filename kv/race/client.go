@@ -214,6 +214,7 @@ func (c *Client) RoundTrips() uint64 { return c.ops.Trips() + c.rpcs.Load() }
 // Close implements kv.Store.
 func (c *Client) Close() error {
 	c.once.Do(func() {
+		c.returnMemory()
 		c.closed.Store(true)
 		c.rpc.Close()
 		c.life.Lock()
