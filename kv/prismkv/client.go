@@ -173,6 +173,7 @@ func (c *Client) returner() {
 	for {
 		select {
 		case <-c.stop:
+			c.flushReturns()
 			return
 		case <-c.kick:
 		case <-t.C:
@@ -192,6 +193,22 @@ func (c *Client) returner() {
 				time.Sleep(time.Millisecond) // the node is a lap behind
 			}
 		}
+	}
+}
+
+// flushReturns returns, as the client closes, the buffers still queued,
+// once: those whose ring slot is occupied stay lost to the node.
+func (c *Client) flushReturns() {
+	c.rmu.Lock()
+	batch := c.returns
+	c.returns = nil
+	c.rmu.Unlock()
+	for len(batch) > 0 {
+		k := min(len(batch), 64)
+		if _, err := c.returnBatch(batch[:k]); err != nil {
+			return
+		}
+		batch = batch[k:]
 	}
 }
 
@@ -249,8 +266,8 @@ func (c *Client) mapErr(err error) error { return remote.MapErr(err, c.closed.Lo
 // lists of one-sided operations and RPCs.
 func (c *Client) RoundTrips() uint64 { return c.ops.Trips() }
 
-// Close implements kv.Store; buffers still queued for return are lost to
-// the node until it restarts.
+// Close implements kv.Store; it returns the buffers still queued for
+// return first.
 func (c *Client) Close() error {
 	c.once.Do(func() {
 		select {

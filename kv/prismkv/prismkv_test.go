@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/kvtest"
@@ -123,5 +124,27 @@ func TestChurnLinearizable(t *testing.T) {
 			_, _, cs := node(t, scheme, prismkv.Config{Slots: 128, Memory: 32 << 20}, 4)
 			kvtest.Linearizable(t, kvtest.Stores(cs), kvtest.LinConfig{Churn: true, Keys: 16, Ops: 6000})
 		})
+	}
+}
+
+// TestCloseReturnsItems: the items a client replaced and had not yet
+// returned go back to the node when it closes, not lost until the node
+// restarts (a node serving many short clients leaked one or more each).
+func TestCloseReturnsItems(t *testing.T) {
+	_, srv, cs := node(t, "loop", prismkv.Config{Slots: 64, Memory: 8 << 20}, 1)
+	c, ctx := cs[0], context.Background()
+	for i := 0; i < 3; i++ { // 2 replaced items, then a deleted one: 3 to return
+		if err := c.Put(ctx, []byte("k"), []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Delete(ctx, []byte("k")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for deadline := time.Now().Add(5 * time.Second); srv.Stats().Returned < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %+v after the client closed, want 3 returned", srv.Stats())
+		}
 	}
 }
