@@ -169,3 +169,15 @@ func TestSpaceReturnsAfterDelete(t *testing.T) {
 		t.Errorf("after replacing every key: %+v", st)
 	}
 }
+
+// TestChurnLinearizable: keys deleted and re-inserted without end, more
+// distinct keys than the node has entries, from 4 clients: every history
+// is linearizable and no PUT finds the node full.
+func TestChurnLinearizable(t *testing.T) {
+	for _, scheme := range []string{"loop", "tcp"} {
+		t.Run(scheme, func(t *testing.T) {
+			_, _, cs := node(t, scheme, pilaf.Config{Buckets: 128, Memory: 4 << 20}, 4)
+			kvtest.Linearizable(t, kvtest.Stores(cs), kvtest.LinConfig{Churn: true, Keys: 16, Ops: 6000})
+		})
+	}
+}
