@@ -152,7 +152,7 @@ func dialKV(ctx context.Context, design, device, addr, token string, n int) (*kv
 		// one-sided requests.
 		connect := func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
 			c, err := cm.Dial(ctx, dev, addr, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap, Access: verbs.AccessAll,
-				MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, PrivateData: hello})
+				MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, Timeout: stores.ClientTimeout, PrivateData: hello})
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
 			}
@@ -173,7 +173,7 @@ func dialKV(ctx context.Context, design, device, addr, token string, n int) (*kv
 			return nil, err
 		}
 		c, err := cm.Dial(ctx, dev, addr, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap, Access: verbs.AccessAll,
-			MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, PrivateData: hello})
+			MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, Timeout: stores.ClientTimeout, PrivateData: hello})
 		if err != nil {
 			k.Close()
 			return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rdmakit/rdmakit/kv/kvtest"
 	"github.com/rdmakit/rdmakit/kv/stores"
+	"github.com/rdmakit/rdmakit/transport/loop"
 )
 
 // TestSizedForValues loads every design with as many keys of 512-byte
@@ -122,5 +124,48 @@ func TestPrismKVRefillsAfterDeletes(t *testing.T) {
 		if st := srv.NodeStats(); st.Keys != 0 || st.SlotsFree != 4*keys {
 			t.Fatalf("round %d, emptied: %+v", round, st)
 		}
+	}
+}
+
+// TestClientsOutlastSlowNode: a node that answers nothing for a second
+// (its machine loaded, its process descheduled: a paused loop node) does
+// not cost its clients their connections; their operations finish once
+// it answers again. With the verbs default retry budget (half a second)
+// the connection failed with RETRY_EXC_ERR, as churn runs under load did.
+func TestClientsOutlastSlowNode(t *testing.T) {
+	for _, d := range []string{"pilaf", "prism-kv"} {
+		t.Run(d, func(t *testing.T) {
+			ctx := context.Background()
+			bed := kvtest.NewBed(t, "loop")
+			srv, err := stores.NewServer(d, bed.NodePD, 1000, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { srv.Close() })
+			qp, cq := bed.Connect(t, stores.QPCap.MaxSendWR, stores.QPCap.MaxRecvWR, srv)
+			c, err := stores.NewClient(ctx, d, bed.PD, qp, cq, stores.ClientOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+			f := loop.Get(bed.Fabric)
+			f.Pause("node")
+			done := make(chan error, 2)
+			go func() { done <- c.Put(ctx, []byte("k"), []byte("w")) }()
+			go func() { _, err := c.Get(ctx, []byte("k"), nil); done <- err }()
+			time.Sleep(time.Second)
+			f.Resume("node")
+			for range 2 {
+				if err := <-done; err != nil {
+					t.Fatalf("an operation across a 1 s pause: %v", err)
+				}
+			}
+			if v, err := c.Get(ctx, []byte("k"), nil); err != nil || string(v) != "w" {
+				t.Fatalf("after the pause: %q, %v", v, err)
+			}
+		})
 	}
 }
