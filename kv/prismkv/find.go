@@ -14,7 +14,8 @@ import (
 
 // bulk is the slots whose values a probe read in bulk (one READ of the
 // slots after the probed one, up to bulkSlots, into s.Buf[offPairs:]):
-// the slots among them that are free are passed without a round trip.
+// the slots among them that are free are passed, and one that is empty
+// ends the sequence, without a round trip.
 // dist is the node's distance word, read in the same list.
 type bulk struct{ first, n, dist int }
 
@@ -125,6 +126,9 @@ func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot b
 		if p, ok := k.ptr(s, b); ok && p == c.free {
 			f.mayTake(b, c.free, i)
 			continue
+		} else if ok && p == c.empty { // a slot never empty again: the sequence ends here
+			f.mayTake(b, c.empty, i)
+			return f, nil
 		}
 		item, ptr, n, nk, err := c.probe(ctx, s, b, withSlot, i > 0, lt)
 		lt = nil
