@@ -100,7 +100,7 @@ func (b *Bed) Connect(t testing.TB, sendWRs, recvWRs int, node Node) (verbs.QP, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := verbs.ConnectRC(sqp, verbs.AccessAll, b.Dev.Address(), cqp.QPN()); err != nil {
+	if err := connectNode(sqp, b.Dev.Address(), cqp.QPN()); err != nil {
 		conn.Close()
 		t.Fatal(err)
 	}
@@ -176,4 +176,13 @@ func (b *Bed) Runtime(t testing.TB, workers int) *smart.Runtime {
 	}
 	t.Cleanup(rt.Close)
 	return rt
+}
+
+// connectNode connects the node's end of a connection (in INIT) as kv
+// serve does: the store clients' retry timeout for its RPC answers.
+func connectNode(qp verbs.QP, dest string, destQPN uint32) error {
+	if err := qp.Modify(verbs.QPAttr{State: verbs.StateRTR, Dest: dest, DestQPN: destQPN}); err != nil {
+		return err
+	}
+	return qp.Modify(verbs.QPAttr{State: verbs.StateRTS, Timeout: stores.ClientTimeout})
 }

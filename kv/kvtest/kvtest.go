@@ -124,6 +124,13 @@ type LinConfig struct {
 	// as unknown, a cancelled GET is dropped.
 	Cancel       float64
 	CancelWithin time.Duration
+	// Churn deletes and re-inserts keys without end: the Keys keys in
+	// play move on by Keys/2 every 32 operations of a client, which
+	// deletes the keys it leaves behind, and 30% of the other operations
+	// are deletes too. The store sees far more distinct keys over the run
+	// than it holds at once (at most about 6·Keys with 4 clients). Any
+	// kv.ErrFull fails the test: a deleted key's room must come back.
+	Churn bool
 }
 
 // Linearizable runs cfg.Ops random operations (half gets, 40% puts, 10%
@@ -164,6 +171,10 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 			var buf []byte
 			for i := 0; i < per; i++ {
 				key := fmt.Sprintf("k%d", rng.Intn(cfg.Keys))
+				leave := cfg.Churn && i%32 == 31
+				if cfg.Churn {
+					key = fmt.Sprintf("k%d", i/32*max(cfg.Keys/2, 1)+rng.Intn(cfg.Keys))
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
 				var timer *time.Timer
 				if cfg.Cancel > 0 && rng.Float64() < cfg.Cancel {
@@ -173,8 +184,12 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 				var in check.KVInput
 				var out check.KVOutput
 				var err error
+				gets, puts := 5, 9
+				if cfg.Churn {
+					gets, puts = 4, 7
+				}
 				switch r := rng.Intn(10); {
-				case r < 5:
+				case r < gets:
 					in = check.KVInput{Kind: check.KVGet, Key: key}
 					buf, err = s.Get(ctx, []byte(key), buf[:0])
 					if err == nil {
@@ -182,7 +197,7 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 					} else if errors.Is(err, kv.ErrNotFound) {
 						err = nil
 					}
-				case r < 9:
+				case r < puts:
 					in = check.KVInput{Kind: check.KVPut, Key: key, Value: fmt.Sprintf("%d.%d", ci, i)}
 					err = s.Put(ctx, []byte(key), []byte(in.Value))
 				default:
@@ -194,7 +209,13 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 					timer.Stop()
 				}
 				cancel()
+				if leave {
+					churnLeave(s, h, ci, i/32*max(cfg.Keys/2, 1), cfg)
+				}
 				if err != nil {
+					if cfg.Churn && errors.Is(err, kv.ErrFull) {
+						t.Errorf("client %d, operation %d (%v %s): %v", ci, i, in.Kind, key, err)
+					}
 					mu.Lock()
 					failed[err.Error()]++
 					mu.Unlock()
@@ -242,5 +263,19 @@ func CloseWithin(t testing.TB, s kv.Store, d time.Duration) {
 	case <-done:
 	case <-time.After(d):
 		t.Errorf("Close has not returned after %v", d)
+	}
+}
+
+// churnLeave deletes the Keys keys from first on that a churning client
+// leaves behind, recording each delete.
+func churnLeave(s kv.Store, h *check.KVHistory, ci, first int, cfg LinConfig) {
+	for k := first; k < first+cfg.Keys; k++ {
+		key := fmt.Sprintf("k%d", k)
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
+		call := h.Now()
+		err := s.Delete(ctx, []byte(key))
+		ret := h.Now()
+		cancel()
+		h.Add(ci, check.KVInput{Kind: check.KVDelete, Key: key}, check.KVOutput{}, call, ret, err != nil)
 	}
 }

@@ -249,6 +249,7 @@ func (c *Client) RoundTrips() uint64 { return c.ops.Trips() + c.rpcs.Load() }
 // Close implements kv.Store.
 func (c *Client) Close() error {
 	c.once.Do(func() {
+		c.returnMemory()
 		c.closed.Store(true)
 		c.stop() // requests under bg end now
 		c.rpc.Close()

@@ -119,11 +119,14 @@
 //
 // # The node's CPU
 //
-// It answers two RPCs (Server). One is the region's address and rkey, at
-// connect. The other is "alloc n bytes", for 1 MiB block chunks and for
-// new subtables. Server.CPU is the time spent in the second. Nothing else
-// runs there: lookups, inserts, updates, deletes and splits are all the
-// clients' one-sided operations.
+// It answers three RPCs (Server). One is the region's address and rkey,
+// at connect. One is "alloc n bytes", for 1 MiB block chunks and for new
+// subtables. The last is "free these ranges": a closing client gives back
+// the rest of its chunk and its free blocks. The node holds them back for
+// 200 ms (a GET may still read a block freed just before), then reuses
+// them, merged with their neighbours (pool.go). Server.CPU is the time
+// spent in the last two. Nothing else runs there: lookups, inserts,
+// updates, deletes and splits are all the clients' one-sided operations.
 //
 // # Resizing
 //
@@ -159,9 +162,10 @@
 //     for 1000 attempts and 30 s fails with kv.ErrUnreachable.
 //   - A full table. A subtable whose four buckets are full is split. A
 //     subtable already at depth 16 cannot split: kv.ErrFull. So does a node
-//     whose memory (Config.Memory) is used up. Memory is never given back
-//     to the node, and a freed block of 255 units (16,320 bytes) or more is
-//     not reused.
+//     whose memory (Config.Memory) is used up. A client that closes gives
+//     its unused memory back; one that dies without closing keeps it from
+//     the node (up to its 1 MiB chunk and its free blocks). A freed block
+//     of 255 units (16,320 bytes) or more is not reused.
 //   - A failed connection. A completion error fails the client's
 //     connection: kv.ErrUnreachable for every operation.
 //   - A cancelled operation. Until it registers as a writer, an
