@@ -36,10 +36,11 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 		return verbs.StatusRetryExcErr, 0, false
 	}
 	dq.node.charge()
-	// Field by field: every case below sets length, payload and sink.
+	// Field by field: every case below sets length, payload and sink, and
+	// what only its requests read (src for messages, atomic for atomics).
 	r := &q.exec.rreq
 	r.op, r.flags, r.rkey, r.addr, r.imm = wr.Opcode, wr.Flags, wr.RKey, wr.RemoteAddr, wr.Imm
-	r.arg, r.redirect, r.atomic, r.src = wr.ArgAddr, wr.RedirectAddr, &wr.Atomic, q.source()
+	r.arg, r.redirect = wr.ArgAddr, wr.RedirectAddr
 	nref := 0
 	switch shapeOf(wr.Opcode, wr.Flags) {
 	case shapeNone:
@@ -50,6 +51,7 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 			return st, 0, false
 		}
 		nref, r.payload, r.sink, r.length = nr, q.exec.lbuf[:nbuf], nil, total
+		r.src = q.source()
 		if wr.Opcode == verbs.OpAllocate {
 			r.addr = uint64(wr.Queue)
 		}
@@ -60,14 +62,19 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 		}
 		nref, r.payload, r.sink = nl, nil, q.exec.lbuf[:nl]
 		r.length = listLen(r.sink)
-		if wr.Opcode != verbs.OpRead && (nl != 1 || r.length != atomicSize(wr.Opcode, &wr.Atomic)) { // an atomic
-			q.releaseLocal(nref)
-			return verbs.StatusLocLenErr, 0, false
+		if wr.Opcode != verbs.OpRead { // an atomic
+			if nl != 1 || r.length != atomicSize(wr.Opcode, &wr.Atomic) {
+				q.releaseLocal(nref)
+				return verbs.StatusLocLenErr, 0, false
+			}
+			r.atomic = &wr.Atomic
 		}
 	}
 	o := &q.exec.rout
 	mem := &q.exec.lmem
-	mem.dq, mem.lk = dq, dq.node.locks
+	if mem.dq != dq {
+		mem.dq, mem.lk = dq, dq.node.locks
+	}
 	mem.respond(r, o)
 	q.releaseLocal(nref)
 	if wr.Opcode == verbs.OpAllocate {

@@ -22,11 +22,11 @@ type request struct {
 	addr     uint64 // the remote address; the queue, for ALLOCATE
 	length   uint64 // READ: bytes wanted; INDIRECT_ARG WRITE and REDIRECT READ: RemoteLen; else the payload's
 	imm      uint32
-	arg      uint64 // an INDIRECT_ARG operand's address
-	redirect uint64 // where a REDIRECT READ or ALLOCATE stores its result
-	atomic   *verbs.AtomicArgs
-	src      source   // how receives report the requester
-	payload  [][]byte // SEND, WRITE, ALLOCATE: the bytes carried
+	arg      uint64            // an INDIRECT_ARG operand's address
+	redirect uint64            // where a REDIRECT READ or ALLOCATE stores its result
+	atomic   *verbs.AtomicArgs // atomics only
+	src      source            // SEND and WRITE_WITH_IMM: how receives report the requester
+	payload  [][]byte          // SEND, WRITE, ALLOCATE: the bytes carried
 	// sink is where a READ's bytes and an atomic's original value land.
 	// A READ with no sink leaves its bytes in place: outcome.data, pinned
 	// by outcome.held until the caller releases it.
