@@ -119,7 +119,7 @@ func respondAllocate(dq *QP, rkey uint32, queue uint32, flags verbs.SendFlags, r
 	if flags&verbs.FlagRedirect == 0 {
 		return verbs.StatusSuccess, addr
 	}
-	mem := memory{dq: dq}
+	mem := memory{dq: dq, lk: dq.node.locks}
 	m2, out, st := mem.area(rkey, redirect, 8, verbs.AccessRemoteWrite)
 	if st != verbs.StatusSuccess {
 		// The buffer goes back: nobody learned its address.

@@ -17,7 +17,9 @@ import (
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	q.mu.Lock()
 	err := q.postLocked(wrs)
-	if q.conn.destLink != nil && q.typ == verbs.RC {
+	if q.conn.destLink != nil && q.typ == verbs.RC && q.send.sq.len() > 0 {
+		// (An empty queue has nothing to transmit: the direct path
+		// completed everything.)
 		q.transmitLocked()
 	}
 	q.pumpAndUnlock()

@@ -111,6 +111,8 @@ type qpExec struct {
 	sc   scratch        // a responder's resolved receive (requester_local.go)
 	rreq request        // the request being executed (requester_local.go, requester_direct.go)
 	rout outcome
+	lmem memory // the responder memory of requester_local.go: dq set per request
+	dmem memory // the responder memory of requester_direct.go, set at RTR
 }
 
 var _ verbs.QP = (*QP)(nil)
@@ -198,6 +200,7 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 		srq.rq.mu.Unlock()
 	}
 	q.send.sq.init(max(c.MaxSendWR, 1), max(c.MaxSendSGE, 1), c.MaxInlineData)
+	q.exec.lmem.sc = &q.exec.sc
 	scq.attach(q, scq == rcq && srq == nil)
 	rcq.attach(q, false)
 	pd.qps.Add(1)
@@ -275,6 +278,10 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 			}
 			q.setDest(t)
 			q.conn.destQPN, q.conn.destQP = a.DestQPN, nil
+			q.exec.dmem = memory{d: q.conn.direct, src: q.qpn, qpn: a.DestQPN}
+			if q.conn.direct != nil {
+				q.exec.dmem.lk = q.conn.direct.Locks()
+			}
 			q.resp.peer.Store(&connPeer{addr: t.Address(), qpn: a.DestQPN})
 			q.conn.epoch++
 			q.send.prevOK = true
@@ -322,6 +329,7 @@ func (q *QP) resetLocked() {
 	q.resp.peer.Store(nil)
 	q.setDest(nil)
 	q.conn.destQP, q.conn.destQPN = nil, 0
+	q.exec.dmem = memory{}
 	q.retx.stop()
 	q.published()
 }

@@ -63,37 +63,33 @@ func oneSided(wr *verbs.SendWR) bool {
 // responder's mapped memory. ok=false means it must go over the link;
 // nothing was done then.
 func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
-	r := &q.exec.rreq // payload and sink are nil between requests
+	r := &q.exec.rreq
 	r.op, r.flags, r.rkey, r.addr, r.atomic, r.arg = wr.Opcode, wr.Flags, wr.RKey, wr.RemoteAddr, &wr.Atomic, wr.ArgAddr
 	var nl int
 	if wr.Opcode == verbs.OpWrite {
-		nl, st = q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
-		r.payload = q.exec.lbuf[:nl]
+		nl, r.length, st = q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
+		r.payload, r.sink = q.exec.lbuf[:nl], nil
 	} else {
-		nl, st = q.resolveLocalDirect(wr.SGL, true, false)
-		r.sink = q.exec.lbuf[:nl]
+		nl, r.length, st = q.resolveLocalDirect(wr.SGL, true, false)
+		r.payload, r.sink = nil, q.exec.lbuf[:nl]
 	}
 	if st != verbs.StatusSuccess {
-		r.payload, r.sink, r.atomic = nil, nil, nil
 		return st, 0, true
 	}
-	r.length = listLen(q.exec.lbuf[:nl])
 	n = uint32(r.length)
-	if wr.Opcode.IsAtomic() {
+	if wr.Opcode != verbs.OpRead && wr.Opcode != verbs.OpWrite { // an atomic
 		size := atomicSize(wr.Opcode, &wr.Atomic)
 		n = uint32(size)
 		if nl != 1 || r.length != size {
-			r.payload, r.sink, r.atomic = nil, nil, nil
 			return verbs.StatusLocLenErr, n, true
 		}
 	} else if r.length == 0 {
 		// Nothing to copy, but the responder still answers (a liveness
 		// probe): only it can tell that its QP receives or that it is
 		// gone, so the request goes over the link.
-		r.payload, r.sink, r.atomic = nil, nil, nil
 		return 0, 0, false
 	}
-	mem := memory{d: q.conn.direct, src: q.qpn, qpn: q.conn.destQPN}
+	mem := &q.exec.dmem
 	o := &q.exec.rout
 	if wr.Flags&verbs.FlagIndirect != 0 {
 		// A PRISM operation: bracketed for the responder's MR.Quiesce.
@@ -104,7 +100,6 @@ func (q *QP) execDirect(wr *verbs.SendWR) (st verbs.Status, n uint32, ok bool) {
 	} else {
 		mem.respond(r, o)
 	}
-	r.payload, r.sink, r.atomic = nil, nil, nil
 	if o.st == statusLink {
 		return 0, 0, false
 	}

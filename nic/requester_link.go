@@ -117,14 +117,11 @@ func (q *QP) appendRequest(l Link, e *sqEntry) (st verbs.Status, full bool) {
 		if e.inline != nil {
 			q.exec.lbuf[0], nbuf, total = e.inline, 1, uint64(len(e.inline))
 		} else {
-			n, st := q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
+			n, t, st := q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
 			if st != verbs.StatusSuccess {
 				return st, false
 			}
-			nbuf = n
-			for i := 0; i < n; i++ {
-				total += uint64(len(q.exec.lbuf[i]))
-			}
+			nbuf, total = n, t
 		}
 		r.Payload, r.Length = q.exec.lbuf[:nbuf], uint32(total)
 	case shapeSink:

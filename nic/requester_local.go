@@ -36,21 +36,22 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 		return verbs.StatusRetryExcErr, 0, false
 	}
 	dq.node.charge()
-	// Field by field: payload and sink are nil between requests, and
-	// every case below sets length.
+	// Field by field: every case below sets length, payload and sink, and
+	// what only its requests read (src for messages, atomic for atomics).
 	r := &q.exec.rreq
 	r.op, r.flags, r.rkey, r.addr, r.imm = wr.Opcode, wr.Flags, wr.RKey, wr.RemoteAddr, wr.Imm
-	r.arg, r.redirect, r.atomic, r.src = wr.ArgAddr, wr.RedirectAddr, &wr.Atomic, q.source()
+	r.arg, r.redirect = wr.ArgAddr, wr.RedirectAddr
 	nref := 0
 	switch shapeOf(wr.Opcode, wr.Flags) {
 	case shapeNone:
-		r.length = uint64(wr.RemoteLen)
+		r.length, r.payload, r.sink = uint64(wr.RemoteLen), nil, nil
 	case shapePayload:
 		nbuf, nr, total, st := q.payload(wr, inline)
 		if st != verbs.StatusSuccess {
 			return st, 0, false
 		}
-		nref, r.payload, r.length = nr, q.exec.lbuf[:nbuf], total
+		nref, r.payload, r.sink, r.length = nr, q.exec.lbuf[:nbuf], nil, total
+		r.src = q.source()
 		if wr.Opcode == verbs.OpAllocate {
 			r.addr = uint64(wr.Queue)
 		}
@@ -59,18 +60,23 @@ func (q *QP) execute(wr *verbs.SendWR, inline []byte) (st verbs.Status, n uint32
 		if st != verbs.StatusSuccess {
 			return st, 0, false
 		}
-		nref, r.sink = nl, q.exec.lbuf[:nl]
+		nref, r.payload, r.sink = nl, nil, q.exec.lbuf[:nl]
 		r.length = listLen(r.sink)
-		if wr.Opcode != verbs.OpRead && (nl != 1 || r.length != atomicSize(wr.Opcode, &wr.Atomic)) { // an atomic
-			q.releaseLocal(nref)
-			return verbs.StatusLocLenErr, 0, false
+		if wr.Opcode != verbs.OpRead { // an atomic
+			if nl != 1 || r.length != atomicSize(wr.Opcode, &wr.Atomic) {
+				q.releaseLocal(nref)
+				return verbs.StatusLocLenErr, 0, false
+			}
+			r.atomic = &wr.Atomic
 		}
 	}
 	o := &q.exec.rout
-	mem := memory{dq: dq, sc: &q.exec.sc}
+	mem := &q.exec.lmem
+	if mem.dq != dq {
+		mem.dq, mem.lk = dq, dq.node.locks
+	}
 	mem.respond(r, o)
 	q.releaseLocal(nref)
-	r.payload, r.sink, r.atomic = nil, nil, nil
 	if wr.Opcode == verbs.OpAllocate {
 		q.send.result = o.result
 	}

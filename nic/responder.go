@@ -22,11 +22,11 @@ type request struct {
 	addr     uint64 // the remote address; the queue, for ALLOCATE
 	length   uint64 // READ: bytes wanted; INDIRECT_ARG WRITE and REDIRECT READ: RemoteLen; else the payload's
 	imm      uint32
-	arg      uint64 // an INDIRECT_ARG operand's address
-	redirect uint64 // where a REDIRECT READ or ALLOCATE stores its result
-	atomic   *verbs.AtomicArgs
-	src      source   // how receives report the requester
-	payload  [][]byte // SEND, WRITE, ALLOCATE: the bytes carried
+	arg      uint64            // an INDIRECT_ARG operand's address
+	redirect uint64            // where a REDIRECT READ or ALLOCATE stores its result
+	atomic   *verbs.AtomicArgs // atomics only
+	src      source            // SEND and WRITE_WITH_IMM: how receives report the requester
+	payload  [][]byte          // SEND, WRITE, ALLOCATE: the bytes carried
 	// sink is where a READ's bytes and an atomic's original value land.
 	// A READ with no sink leaves its bytes in place: outcome.data, pinned
 	// by outcome.held until the caller releases it.
@@ -58,6 +58,7 @@ type memory struct {
 	sc       *scratch // resolves receives for dq; its owner serialises its use
 	d        DirectLink
 	src, qpn uint32
+	lk       AtomicLocks // the responder node's atomics locks
 }
 
 // area resolves the n bytes at addr under rkey, or in the responder QP's
@@ -107,14 +108,6 @@ func (mem *memory) pointee(m *MR, rkey uint32, ptr, n uint64, need verbs.Access)
 	return b, verbs.StatusSuccess
 }
 
-// locks are the atomics locks of the responder's node.
-func (mem *memory) locks() AtomicLocks {
-	if mem.d != nil {
-		return mem.d.Locks()
-	}
-	return mem.dq.node.locks
-}
-
 // target is area for a READ or WRITE that may be INDIRECT (and BOUNDED):
 // it follows the pointer in the slot at addr, checks that slot and
 // pointee lie in the region of rkey, and returns the n bytes (at most the
@@ -139,7 +132,7 @@ func (mem *memory) indirect(rkey uint32, addr, n uint64, flags verbs.SendFlags, 
 	if st != verbs.StatusSuccess {
 		return nil, nil, st
 	}
-	ptr, bound := readSlot(mem.locks(), addr, slot)
+	ptr, bound := readSlot(mem.lk, addr, slot)
 	if flags&verbs.FlagBounded != 0 && bound < n {
 		n = bound
 	}
@@ -167,13 +160,20 @@ func (mem *memory) respond(r *request, o *outcome) {
 		if r.length == 0 {
 			return // nothing to read: no key is checked
 		}
-		// The hot path: a plain READ resolves its area at once.
+		// The hot path: a plain READ resolves its area at once (on the
+		// direct path, straight through the link: area without its frame).
 		var m *MR
 		var src []byte
-		if r.flags&verbs.FlagIndirect == 0 {
-			m, src, o.st = mem.area(r.rkey, r.addr, r.length, verbs.AccessRemoteRead)
-		} else {
+		switch {
+		case r.flags&verbs.FlagIndirect != 0:
 			m, src, o.st = mem.indirect(r.rkey, r.addr, r.length, r.flags, verbs.AccessRemoteRead)
+		case mem.d != nil:
+			var ok bool
+			if src, o.st, ok = mem.d.Remote(mem.src, mem.qpn, r.rkey, r.addr, r.length, verbs.AccessRemoteRead); !ok {
+				o.st = statusLink
+			}
+		default:
+			m, src, o.st = mem.area(r.rkey, r.addr, r.length, verbs.AccessRemoteRead)
 		}
 		if o.st != verbs.StatusSuccess {
 			return
@@ -294,7 +294,7 @@ func (mem *memory) atomic(r *request, orig *[4]uint64) verbs.Status {
 		if st != verbs.StatusSuccess {
 			return st
 		}
-		ptr, _ := readSlot(mem.locks(), addr, slot)
+		ptr, _ := readSlot(mem.lk, addr, slot)
 		_, st = mem.pointee(m, r.rkey, ptr, size, verbs.AccessRemoteAtomic)
 		m.release()
 		if st != verbs.StatusSuccess {
@@ -302,7 +302,7 @@ func (mem *memory) atomic(r *request, orig *[4]uint64) verbs.Status {
 		}
 		addr = ptr
 	}
-	if addr%size != 0 || (r.flags&verbs.FlagIndirectArg != 0 && r.arg%8 != 0) {
+	if addr&(size-1) != 0 || (r.flags&verbs.FlagIndirectArg != 0 && r.arg%8 != 0) { // size is a power of two
 		return verbs.StatusRemInvReqErr
 	}
 	if r.flags&verbs.FlagIndirectArg != 0 {
@@ -312,11 +312,21 @@ func (mem *memory) atomic(r *request, orig *[4]uint64) verbs.Status {
 		}
 		a = &ac
 	}
-	m, b, st := mem.region(r.rkey, addr, size, verbs.AccessRemoteAtomic)
+	var m *MR
+	var b []byte
+	var st verbs.Status
+	if mem.d != nil { // region without its frame, as READ does
+		var ok bool
+		if b, st, ok = mem.d.Remote(mem.src, mem.qpn, r.rkey, addr, size, verbs.AccessRemoteAtomic); !ok {
+			st = statusLink
+		}
+	} else {
+		m, b, st = resolveRemote(mem.dq, r.rkey, addr, size, verbs.AccessRemoteAtomic)
+	}
 	if st != verbs.StatusSuccess {
 		return st
 	}
-	execAtomic(mem.locks(), r.op, a, r.rkey, addr, b, orig)
+	execAtomic(mem.lk, r.op, a, r.rkey, addr, b, orig)
 	m.release()
 	return verbs.StatusSuccess
 }

@@ -21,6 +21,7 @@ type Session struct {
 	wordList [1][]byte // part of word as a list: a request's sink
 	req      request
 	out      outcome
+	mem      memory
 	held     *MR // the region a READ response points into
 	// last is the state of the requester QP lastQPN, the one that sent the
 	// previous request (a cache in front of qps); cur is the state of the
@@ -154,8 +155,8 @@ func (s *Session) execute(r *Request, dq *QP, src source, resp *Response) (verbs
 		q.sink = s.sink(8)
 	}
 	o := &s.out
-	mem := memory{dq: dq, sc: &s.sc}
-	mem.respond(q, o)
+	s.mem.dq, s.mem.sc, s.mem.lk = dq, &s.sc, dq.node.locks
+	s.mem.respond(q, o)
 	q.payload, q.sink, q.atomic = nil, nil, nil
 	s.failedCmp = o.failedCmp
 	switch {

@@ -195,9 +195,8 @@ func (sc *scratch) releaseRecv(n int) {
 // q.mu held from start to end: instead of pinning each region with a
 // reference it relies on MR.Deregister quiescing every QP (taking its lock)
 // before it unmaps, so a region found here stays mapped until q.mu is
-// released.
-func (q *QP) resolveLocalDirect(sgl []verbs.SGE, dst, inline bool) (int, verbs.Status) {
-	n := 0
+// released. It returns the entry count and their total length.
+func (q *QP) resolveLocalDirect(sgl []verbs.SGE, dst, inline bool) (n int, total uint64, st verbs.Status) {
 	for i := range sgl {
 		s := &sgl[i]
 		if s.Length == 0 {
@@ -208,16 +207,17 @@ func (q *QP) resolveLocalDirect(sgl []verbs.SGE, dst, inline bool) (int, verbs.S
 			m = q.node.keys.containing(q.pd, s.Addr, uint64(s.Length))
 		}
 		if m == nil || m.pd != q.pd || (dst && m.reg.Access&verbs.AccessLocalWrite == 0) || m.gone.Load() {
-			return 0, verbs.StatusLocProtErr
+			return 0, 0, verbs.StatusLocProtErr
 		}
 		b, ok := m.slice(s.Addr, uint64(s.Length))
 		if !ok {
-			return 0, verbs.StatusLocProtErr
+			return 0, 0, verbs.StatusLocProtErr
 		}
 		q.exec.lbuf[n] = b
+		total += uint64(len(b))
 		n++
 	}
-	return n, verbs.StatusSuccess
+	return n, total, verbs.StatusSuccess
 }
 
 // shape is what a request's scatter list holds.
