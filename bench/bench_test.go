@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -372,5 +373,43 @@ func TestQuickKVRuns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestQuickKVPeersWithoutCommand: without Options.Command the rdmakit
+// rows are left out with the reason; memcached's and Redis's rows are
+// there when they are installed (else their notes say why not), each
+// with its batch and server CPU.
+func TestQuickKVPeersWithoutCommand(t *testing.T) {
+	r, _, err := Run(context.Background(), "kv-peers", Options{Quick: true, Duration: 30 * time.Millisecond, OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(r.Notes, "\n")
+	if !strings.Contains(notes, "rdmakit stores: no rows") {
+		t.Errorf("no note on the missing rdmakit rows:\n%s", notes)
+	}
+	systems := map[string]bool{}
+	for _, row := range r.Rows {
+		systems[row[r.Column("system")].(string)] = true
+		if b, ok := row[r.Column("batch")].(float64); !ok || b < 1 {
+			t.Errorf("row without a batch: %v", row)
+		}
+		if row[r.Column("server_cpu")] == nil {
+			t.Errorf("row without server CPU: %v", row)
+		}
+	}
+	for _, want := range []struct{ row, bin string }{
+		{"memcached -t 1", "memcached"}, {"memcached -t 2 multi-get", "memcached"}, {"Redis", "redis-server"}, {"Redis MGET", "redis-server"},
+	} {
+		if _, err := exec.LookPath(want.bin); err != nil {
+			if !strings.Contains(notes, want.row+": no rows") && !strings.Contains(notes, strings.Fields(want.row)[0]) {
+				t.Errorf("%s missing without a note:\n%s", want.row, notes)
+			}
+			continue
+		}
+		if !systems[want.row] {
+			t.Errorf("no %s row: %v", want.row, systems)
+		}
 	}
 }

@@ -2,15 +2,11 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/pingcap/go-ycsb/pkg/ycsb"
-	"github.com/rdmakit/rdmakit/bench/peers"
-	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/workload"
 )
 
@@ -20,11 +16,6 @@ func init() {
 		Description: "the four key-value stores over tcp under go-ycsb: YCSB-C (uniform) and YCSB-A (zipfian 0.99), " +
 			"throughput, median and p99 latency, round trips per operation; RACE vs Smart-HT on YCSB-A against the task count",
 		Run: runKVYCSB,
-	})
-	Register(Experiment{
-		Name:        "kv-peers",
-		Description: "the four key-value stores over tcp next to memcached and Redis under the same go-ycsb workload (YCSB-C) and client concurrency",
-		Run:         runKVPeers,
 	})
 }
 
@@ -207,156 +198,5 @@ func runKVYCSB(ctx context.Context, env *Env) (*Result, error) {
 		r.Notes = append(r.Notes, fmt.Sprintf("YCSB-A (zipfian) at %d tasks: Smart-HT %.3f Mops vs RACE %.3f Mops = %.2f×.",
 			taskCounts[len(taskCounts)-1], fig7["smart-ht"]/1e6, fig7["race"]/1e6, fig7["smart-ht"]/fig7["race"]))
 	}
-	return r, nil
-}
-
-var peersColumns = []Column{
-	{Name: "system"}, {Name: "tasks"}, {Name: "rate", Unit: "Mops"}, {Name: "p50", Unit: "µs"}, {Name: "p99", Unit: "µs"},
-	{Name: "vs_memcached", Unit: "×"}, {Name: "vs_redis", Unit: "×"}, {Name: "p50_vs_memcached", Unit: "×"}, {Name: "p50_vs_redis", Unit: "×"},
-}
-
-// kvPeerTasks are the client concurrencies of kv-peers, the same for
-// every system: requests in flight.
-var kvPeerTasks = []int{8, 32}
-
-// kvPeerRounds is how many times kv-peers runs every system, in turn:
-// the medians of the rounds are reported, so a noisy moment of the
-// machine does not decide a ratio.
-const kvPeerRounds = 3
-
-func runKVPeers(ctx context.Context, env *Env) (*Result, error) {
-	point := env.PointDuration(time.Second, 200*time.Millisecond)
-	records, value := kvSizes(env)
-	rounds := kvPeerRounds
-	tasks := kvPeerTasks
-	if env.Quick {
-		rounds, tasks = 1, tasks[:1]
-	}
-	maxTasks := slices.Max(tasks)
-	r := &Result{Name: "kv-peers", Title: "key-value stores vs memcached and Redis (YCSB-C over loopback)", Columns: peersColumns,
-		Plots: []Plot{{Title: "YCSB-C throughput against client tasks", X: "tasks", Y: "rate", Series: []string{"system"}}}}
-	systems := len(KVDesigns) + 2
-	steps := systems * (1 + rounds*len(tasks))
-	bar := env.Progress(steps, time.Duration(steps)*point, "kv-peers")
-	defer bar.Finish()
-	y := workload.YCSB{Workload: "c", Distribution: "uniform", Records: records, ValueSize: value, Duration: point}
-
-	// Set every system up and load it, then run them in turn, rounds times.
-	type system struct {
-		name string
-		wl   ycsb.Workload
-		dbs  []ycsb.DB
-		res  map[int][]workload.Result // by tasks
-	}
-	var sys []*system
-	var cleanup []func()
-	defer func() {
-		for i := len(cleanup) - 1; i >= 0; i-- {
-			cleanup[i]()
-		}
-	}()
-	peer := func(name string, start func(context.Context) (*peers.Server, error), dial func(context.Context, string) (kv.Store, error)) error {
-		srv, err := start(ctx)
-		if errors.Is(err, peers.ErrNotInstalled) {
-			r.Notes = append(r.Notes, name+" is not installed (scripts/install-peers.sh): no row.")
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		cleanup = append(cleanup, srv.Stop)
-		sy := &system{name: name, res: map[int][]workload.Result{}}
-		for i := 0; i < maxTasks; i++ { // one connection per task
-			s, err := dial(ctx, srv.Addr)
-			if err != nil {
-				return err
-			}
-			cleanup = append(cleanup, func() { s.Close() })
-			sy.dbs = append(sy.dbs, workload.DB{Store: s})
-		}
-		if sy.wl, err = y.Load(ctx, sy.dbs[:min(8, len(sy.dbs))]); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		sys = append(sys, sy)
-		return nil
-	}
-	if err := peer("memcached", peers.StartMemcached, func(ctx context.Context, a string) (kv.Store, error) { return peers.DialMemcachedKV(ctx, a) }); err != nil {
-		return nil, err
-	}
-	bar.Add(1)
-	if err := peer("Redis", peers.StartRedis, func(ctx context.Context, a string) (kv.Store, error) { return peers.DialRedisKV(ctx, a) }); err != nil {
-		return nil, err
-	}
-	bar.Add(1)
-	for _, d := range KVDesigns {
-		n, err := NewKVNode(d, kvNodeURI, records, value)
-		if err != nil {
-			return nil, err
-		}
-		cleanup = append(cleanup, n.Close)
-		dbs, _, err := n.DBs(ctx, 1) // the tasks share one connection, as coroutines share a QP
-		if err != nil {
-			return nil, err
-		}
-		sy := &system{name: d, dbs: dbs, res: map[int][]workload.Result{}}
-		if sy.wl, err = y.Load(ctx, []ycsb.DB{dbs[0], dbs[0], dbs[0], dbs[0], dbs[0], dbs[0], dbs[0], dbs[0]}); err != nil {
-			return nil, fmt.Errorf("%s: %w", d, err)
-		}
-		sys = append(sys, sy)
-		bar.Add(1)
-	}
-	for round := 0; round < rounds; round++ {
-		for _, t := range tasks {
-			for _, sy := range sys {
-				run := y
-				run.Threads = t
-				res, err := run.Run(ctx, sy.wl, sy.dbs)
-				if err != nil {
-					return nil, fmt.Errorf("%s, %d tasks: %w", sy.name, t, err)
-				}
-				sy.res[t] = append(sy.res[t], res)
-				bar.Add(1)
-			}
-		}
-	}
-	// Medians over the rounds.
-	median := func(rs []workload.Result, f func(workload.Result) float64) float64 {
-		v := make([]float64, len(rs))
-		for i, x := range rs {
-			v[i] = f(x)
-		}
-		slices.Sort(v)
-		return v[len(v)/2]
-	}
-	rate := func(x workload.Result) float64 { return x.Rate() / 1e6 }
-	p50 := func(x workload.Result) float64 { return us(x.P50) }
-	p99 := func(x workload.Result) float64 { return us(x.P99) }
-	ratio := func(a, b float64) any {
-		if b <= 0 {
-			return nil
-		}
-		return a / b
-	}
-	for _, t := range tasks {
-		var mcRate, mcP50, rdRate, rdP50 float64
-		for _, sy := range sys {
-			switch sy.name {
-			case "memcached":
-				mcRate, mcP50 = median(sy.res[t], rate), median(sy.res[t], p50)
-			case "Redis":
-				rdRate, rdP50 = median(sy.res[t], rate), median(sy.res[t], p50)
-			}
-		}
-		for _, sy := range sys {
-			rt, p := median(sy.res[t], rate), median(sy.res[t], p50)
-			r.AddRow(sy.name, t, rt, p, median(sy.res[t], p99), ratio(rt, mcRate), ratio(rt, rdRate), ratio(p, mcP50), ratio(p, rdP50))
-		}
-	}
-	r.Meta.Transport = "tcp"
-	r.Notes = append(r.Notes,
-		fmt.Sprintf("YCSB-C (100%% reads, uniform) from go-ycsb v1.0.1 over %d records of %d bytes; tasks is the client goroutines, the same for every system, so as many requests in flight (memcached, Redis: one TCP connection per goroutine, no pipelining; rdmakit: the goroutines share one RC connection, as RDMA coroutines share a QP). The ratios compare systems at the same task count.", records, value),
-		fmt.Sprintf("All systems are loaded first, then run in turn for %v each, %d rounds; every figure is the median of the rounds.", point, rounds),
-		"memcached and Redis run in their own processes on loopback; the rdmakit nodes run in this process on their own tcp devices (their soft NICs answer the one-sided READs).",
-	)
 	return r, nil
 }

@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rdmakit/rdmakit/memnode"
@@ -67,28 +65,7 @@ func startNode(ctx context.Context, env *Env, args ...string) (*nodeProc, error)
 }
 
 // cpu returns the node's user+system CPU time so far, from /proc.
-func (n *nodeProc) cpu() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("bench: malformed /proc stat")
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("bench: malformed /proc stat")
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("bench: malformed /proc stat")
-	}
-	const ticks = 100 // USER_HZ on Linux
-	return time.Duration(utime+stime) * time.Second / ticks, nil
-}
+func (n *nodeProc) cpu() (time.Duration, error) { return procCPU(n.cmd.Process.Pid) }
 
 // stop ends the node with SIGINT (its graceful shutdown), then kills it.
 func (n *nodeProc) stop() {

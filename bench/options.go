@@ -40,6 +40,12 @@ type Options struct {
 	// CLI sets it to re-run itself; nil makes those experiments fail with
 	// ErrNoNode.
 	Node func(ctx context.Context, args ...string) *exec.Cmd
+	// Command builds the command that runs this rdmakit binary with the
+	// given arguments (`rdmakit ARGS…`, e.g. `kv serve …`), for
+	// experiments that start rdmakit's servers as a user would. The
+	// rdmakit CLI sets it; nil leaves those experiments' rows out, with
+	// the reason in their notes.
+	Command func(ctx context.Context, args ...string) *exec.Cmd
 }
 
 // ProgressAfter is the expected run length above which a progress bar is

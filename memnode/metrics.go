@@ -115,6 +115,12 @@ func startMetrics(s *Server, addr string) (*metricsServer, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if ms, ok := s.svc.(MetricsService); ok {
+		if err := reg.Register(ms.Collector()); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("memnode: metrics of %s: %w", s.svc.Name(), err)
+		}
+	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {

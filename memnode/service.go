@@ -3,6 +3,8 @@ package memnode
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/rdmakit/rdmakit/cm"
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -57,4 +59,12 @@ type NewServiceFunc func(dev verbs.Device, pd verbs.PD) (Service, error)
 // Close frees what Prepare made.
 type Preparer interface {
 	Prepare(qp verbs.QP) error
+}
+
+// MetricsService is a Service with counters of its own (a store's keys
+// and free slots): the server serves its Collector's metrics at /metrics
+// next to its own.
+type MetricsService interface {
+	Service
+	Collector() prometheus.Collector
 }

@@ -14,10 +14,10 @@ import "github.com/rdmakit/rdmakit/verbs"
 // "succeeded" for chaining: a CAS whose comparison held; any other
 // atomic.
 func cmpHeld(op verbs.Opcode, a *verbs.AtomicArgs, orig *[4]uint64) bool {
-	switch op {
-	case verbs.OpAtomicCmpAndSwp:
+	if op == verbs.OpAtomicCmpAndSwp {
 		return orig[0] == a.Compare[0]
-	case verbs.OpMaskedCmpAndSwp:
+	}
+	if op == verbs.OpMaskedCmpAndSwp {
 		return compare(orig, a, int(a.Size/8))
 	}
 	return true
@@ -27,7 +27,7 @@ func cmpHeld(op verbs.Opcode, a *verbs.AtomicArgs, orig *[4]uint64) bool {
 // value orig, whether it counts as a success for chaining.
 func (q *QP) noteAtomic(wr *verbs.SendWR, orig *[4]uint64) {
 	if !cmpHeld(wr.Opcode, &wr.Atomic, orig) {
-		q.failedCmp = true
+		q.send.failedCmp = true
 	}
 }
 
@@ -35,5 +35,13 @@ func (q *QP) noteAtomic(wr *verbs.SendWR, orig *[4]uint64) {
 // earlier of the QP is outstanding. It reports whether the request must be
 // skipped.
 func (q *QP) skipLocked(wr *verbs.SendWR) bool {
-	return wr.Flags&verbs.FlagConditional != 0 && !q.prevOK
+	return wr.Flags&verbs.FlagConditional != 0 && !q.send.prevOK
+}
+
+// prismFlags are the PRISM flags a QP of type t accepts.
+func prismFlags(t verbs.QPType) verbs.SendFlags {
+	if t == verbs.RC {
+		return verbs.FlagIndirect | verbs.FlagBounded | verbs.FlagConditional | verbs.FlagIndirectArg | verbs.FlagRedirect
+	}
+	return 0
 }

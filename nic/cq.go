@@ -173,11 +173,11 @@ func (c *CQ) take(wc []verbs.WC, head, tail uint64) int {
 			// Publish the freed send-queue slots only now and then (an
 			// atomic per completion is a fifth of a READ's cost);
 			// PostSend asks for the exact figure when it looks full.
-			if cs := q.cost.Load(); cs != nil {
-				cs.outstanding.Add(-int64(e.seq - atomic.LoadUint64(&q.polled)))
+			if cs := q.conn.cost.Load(); cs != nil {
+				cs.outstanding.Add(-int64(e.seq - atomic.LoadUint64(&q.send.polled)))
 			}
-			storeRel(&q.polled, e.seq)
-			if e.seq-q.reaped.Load() >= q.reapEvery {
+			storeRel(&q.send.polled, e.seq)
+			if e.seq-q.send.reaped.Load() >= q.send.reapEvery {
 				q.reap(e.seq)
 			}
 			e.qp = nil

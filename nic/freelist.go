@@ -1,7 +1,6 @@
 package nic
 
 import (
-	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync"
@@ -107,8 +106,7 @@ func (m *MR) pop(queue uint32, n uint64) (uint64, verbs.Status) {
 // to redirect (with FlagRedirect) or is returned.
 func respondAllocate(dq *QP, rkey uint32, queue uint32, flags verbs.SendFlags, redirect uint64, payload [][]byte, total uint64) (verbs.Status, uint64) {
 	m := dq.node.keys.remote(rkey)
-	need := verbs.AccessRemoteWrite
-	if m == nil || m.pd != dq.pd || m.access&need == 0 || verbs.Access(dq.access.Load())&need == 0 || !m.acquire() {
+	if m == nil || !m.reg.grants(dq.pd.id, verbs.Access(dq.resp.access.Load()), verbs.AccessRemoteWrite) || !m.acquire() {
 		return verbs.StatusRemAccessErr, 0
 	}
 	defer m.release()
@@ -121,7 +119,8 @@ func respondAllocate(dq *QP, rkey uint32, queue uint32, flags verbs.SendFlags, r
 	if flags&verbs.FlagRedirect == 0 {
 		return verbs.StatusSuccess, addr
 	}
-	m2, out, st := resolveArea(dq, rkey, redirect, 8, verbs.AccessRemoteWrite)
+	mem := memory{dq: dq, lk: dq.node.locks}
+	m2, out, st := mem.area(rkey, redirect, 8, verbs.AccessRemoteWrite)
 	if st != verbs.StatusSuccess {
 		// The buffer goes back: nobody learned its address.
 		m.free.mu.Lock()
@@ -130,11 +129,7 @@ func respondAllocate(dq *QP, rkey uint32, queue uint32, flags verbs.SendFlags, r
 		m.free.mu.Unlock()
 		return st, 0
 	}
-	if redirect%8 == 0 {
-		storeWord(out, addr)
-	} else {
-		binary.NativeEndian.PutUint64(out, addr)
-	}
+	store8(out, addr)
 	m2.release()
 	return verbs.StatusSuccess, 0
 }

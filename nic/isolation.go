@@ -7,9 +7,10 @@ package nic
 // that does not exist — is dropped without an answer, as an RC NIC drops
 // a packet from the wrong source (the requester times out with
 // RETRY_EXC_ERR), and counted in Stats.WrongPeer. Every path that finds a
-// responder QP applies the rule: a requester in this process (exec.go),
-// a Session serving a link (serve.go), and the shm transport's direct
-// path, through the QP's published peer (ConnectedPeer). The other way
+// responder QP applies the rule: a requester in this process
+// (requester_local.go), a Session serving a link (responder_link.go), and
+// the shm transport's direct path, through the QP's published peer
+// (ConnectedPeer). The other way
 // round, a response is taken only from the link the QP's requests go to
 // (HandleResponse): a node cannot complete requests sent to another.
 
@@ -22,7 +23,7 @@ type connPeer struct {
 // accepts reports whether the RC QP dq serves requests of the requester
 // QP qpn on the node at addr. It allocates nothing: a hot-path check.
 func (dq *QP) accepts(addr string, qpn uint32) bool {
-	p := dq.peer.Load()
+	p := dq.resp.peer.Load()
 	return p != nil && p.qpn == qpn && p.addr == addr
 }
 
@@ -30,7 +31,7 @@ func (dq *QP) accepts(addr string, qpn uint32) bool {
 // that this RC QP was connected to at RTR, the only requester it serves;
 // ok is false when it is not connected (RESET, INIT, destroyed, or UD).
 func (q *QP) ConnectedPeer() (address string, qpn uint32, ok bool) {
-	p := q.peer.Load()
+	p := q.resp.peer.Load()
 	if p == nil {
 		return "", 0, false
 	}

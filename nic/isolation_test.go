@@ -87,8 +87,8 @@ func TestSessionServesOnlyConnectedPeer(t *testing.T) {
 			t.Errorf("wrong-peer request %d: %+v, want a drop", i, r)
 		}
 	}
-	if string(m.Bytes()[:8]) != "victim!!" || q.scratch[0] != 0 {
-		t.Errorf("memory changed by dropped requests: %q, scratch %#x", m.Bytes()[:8], q.scratch[0])
+	if string(m.Bytes()[:8]) != "victim!!" || q.resp.scratch[0] != 0 {
+		t.Errorf("memory changed by dropped requests: %q, scratch %#x", m.Bytes()[:8], q.resp.scratch[0])
 	}
 	if got := n.Stats().WrongPeer; got != uint64(len(drops)) {
 		t.Errorf("WrongPeer = %d, want %d", got, len(drops))
@@ -141,8 +141,8 @@ func TestLocalRequesterMustBeConnectedPeer(t *testing.T) {
 	must(t, qa.Modify(verbs.QPAttr{State: verbs.StateInit, Access: verbs.AccessAll}))
 	qa.mu.Lock()
 	qa.setDest(n)
-	qa.destQPN = q.QPN()
-	qa.epoch++
+	qa.conn.destQPN = q.QPN()
+	qa.conn.epoch++
 	qa.mu.Unlock()
 	qa.state.Store(uint32(verbs.StateRTS))
 	lm, _ := pd.AllocMR(64, verbs.AccessAll)

@@ -16,13 +16,11 @@ import (
 
 // MR is a memory region allocated with mmap, off the Go heap.
 type MR struct {
-	pd     *PD
-	fd     int // the memfd behind the region, or -1
-	buf    []byte
-	addr   uint64
-	lkey   uint32
-	rkey   uint32
-	access verbs.Access
+	pd   *PD
+	fd   int    // the memfd behind the region, or -1
+	reg  Region // its bytes, address, PD and access, as the resolver sees them
+	lkey uint32
+	rkey uint32
 	// refs counts executions using the memory; deregistration subtracts
 	// deadBias so new acquisitions fail, then waits for the count to drain
 	// before unmapping.
@@ -36,13 +34,13 @@ const deadBias = 1 << 40
 var _ verbs.MR = (*MR)(nil)
 
 // Bytes implements verbs.MR.
-func (m *MR) Bytes() []byte { return m.buf }
+func (m *MR) Bytes() []byte { return m.reg.Mem }
 
 // Addr implements verbs.MR.
-func (m *MR) Addr() uint64 { return m.addr }
+func (m *MR) Addr() uint64 { return m.reg.Base }
 
 // Len implements verbs.MR.
-func (m *MR) Len() int { return len(m.buf) }
+func (m *MR) Len() int { return len(m.reg.Mem) }
 
 // LKey implements verbs.MR.
 func (m *MR) LKey() uint32 { return m.lkey }
@@ -51,7 +49,7 @@ func (m *MR) LKey() uint32 { return m.lkey }
 func (m *MR) RKey() uint32 { return m.rkey }
 
 // Access implements verbs.MR.
-func (m *MR) Access() verbs.Access { return m.access }
+func (m *MR) Access() verbs.Access { return m.reg.Access }
 
 // FD returns the memfd holding the region's memory, or -1 when the node
 // maps anonymous memory (Config.MemFD). Another process that maps the fd
@@ -79,13 +77,7 @@ func (m *MR) release() {
 }
 
 // slice returns the n bytes at address addr if they lie inside the region.
-func (m *MR) slice(addr uint64, n uint64) ([]byte, bool) {
-	if addr < m.addr || n > uint64(len(m.buf)) || addr-m.addr > uint64(len(m.buf))-n {
-		return nil, false
-	}
-	off := addr - m.addr
-	return m.buf[off : off+n : off+n], true
-}
+func (m *MR) slice(addr uint64, n uint64) ([]byte, bool) { return m.reg.Slice(addr, n) }
 
 // Deregister implements verbs.MR.
 func (m *MR) Deregister() error { return m.deregister(false) }
@@ -115,13 +107,13 @@ func (m *MR) deregister(orphan bool) error {
 	n.quiesceQPs() // direct operations do not take references
 	m.pd.mrs.Add(-1)
 	var err error
-	if b := m.buf[:cap(m.buf)]; orphan && len(b) > 0 {
+	if b := m.reg.Mem[:cap(m.reg.Mem)]; orphan && len(b) > 0 {
 		_, err = unix.MmapPtr(-1, 0, unsafe.Pointer(&b[0]), uintptr(len(b)),
 			unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED)
 	} else {
 		err = unix.Munmap(b)
 	}
-	m.buf = nil
+	m.reg.Mem = nil
 	if m.fd >= 0 {
 		unix.Close(m.fd)
 		m.fd = -1
@@ -169,11 +161,9 @@ func allocMR(pd *PD, size int, access verbs.Access) (*MR, error) {
 		return nil, fmt.Errorf("%w: mmap %d bytes: %v", verbs.ErrNoMemory, mapped, err)
 	}
 	m := &MR{
-		pd:     pd,
-		fd:     fd,
-		buf:    buf[:size:mapped],
-		addr:   uint64(uintptr(unsafe.Pointer(&buf[0]))),
-		access: access,
+		pd:  pd,
+		fd:  fd,
+		reg: Region{Mem: buf[:size:mapped], Base: uint64(uintptr(unsafe.Pointer(&buf[0]))), PD: pd.id, Access: access},
 	}
 	pd.node.keys.add(m)
 	pd.mrs.Add(1)

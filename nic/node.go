@@ -119,6 +119,7 @@ type Node struct {
 	qps      atomic.Pointer[map[uint32]*QP]
 	qpLow    [qpnSpread]uint16 // live QPs by QPN mod qpnSpread (qpn.go)
 	pds      map[*PD]struct{}
+	pdSeq    atomic.Uint32 // numbers PDs
 	cqs      map[*CQ]struct{}
 	srqs     map[*SRQ]struct{}
 	closed   atomic.Bool
@@ -211,7 +212,7 @@ func (n *Node) AllocPD() (verbs.PD, error) {
 	if n.closed.Load() {
 		return nil, verbs.ErrClosed
 	}
-	pd := &PD{node: n}
+	pd := &PD{node: n, id: n.pdSeq.Add(1)}
 	n.mu.Lock()
 	n.pds[pd] = struct{}{}
 	n.mu.Unlock()

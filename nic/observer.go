@@ -25,7 +25,7 @@ type Observer interface {
 }
 
 // Access returns the remote access flags the QP grants as a responder.
-func (q *QP) Access() verbs.Access { return verbs.Access(q.access.Load()) }
+func (q *QP) Access() verbs.Access { return verbs.Access(q.resp.access.Load()) }
 
 // PD returns the QP's protection domain.
 func (q *QP) PD() *PD { return q.pd }

@@ -10,6 +10,7 @@ import (
 // PD is a protection domain; it implements verbs.PD.
 type PD struct {
 	node *Node
+	id   uint32 // unique in the node: Region.PD of its regions
 	mrs  atomic.Int64
 	qps  atomic.Int64
 	srqs atomic.Int64

@@ -18,7 +18,9 @@ import (
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	q.mu.lockPoster()
 	err := q.postLocked(wrs)
-	if q.destLink != nil && q.typ == verbs.RC {
+	if q.conn.destLink != nil && q.typ == verbs.RC && q.send.sq.len() > 0 {
+		// (An empty queue has nothing to transmit: the direct path
+		// completed everything.)
 		q.transmitLocked()
 	}
 	q.pumpAndUnlock()
@@ -29,33 +31,33 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 	if s := q.State(); s != verbs.StateRTS && s != verbs.StateError {
 		return &verbs.PostError{Err: fmt.Errorf("%w: post send in %v", verbs.ErrInvalidState, s)}
 	}
-	remote := q.typ == verbs.RC && q.destLink != nil // transmitted by PostSend
+	remote := q.typ == verbs.RC && q.conn.destLink != nil // transmitted by PostSend
 	for i := range wrs {
 		wr := &wrs[i]
 		if err := q.validate(wr); err != nil {
 			return &verbs.PostError{Index: i, Err: err}
 		}
-		if q.posted-q.reaped.Load() >= uint64(q.cap.MaxSendWR) && !q.syncReaped() {
+		if q.send.posted-q.send.reaped.Load() >= uint64(q.cap.MaxSendWR) && !q.syncReaped() {
 			return &verbs.PostError{Index: i, Err: verbs.ErrQueueFull}
 		}
-		q.posted++
-		seq := q.posted
+		q.send.posted++
+		seq := q.send.posted
 		if q.State() == verbs.StateError {
 			q.completeLocked(wr, seq, verbs.StatusWRFlushErr, 0)
 			continue
 		}
 		if remote {
-			if wr.Flags&verbs.FlagConditional != 0 && q.sq.len() == 0 {
+			if wr.Flags&verbs.FlagConditional != 0 && q.send.sq.len() == 0 {
 				// Nothing earlier is outstanding: decide here.
-				if !q.prevOK {
+				if !q.send.prevOK {
 					q.completeLocked(wr, seq, verbs.StatusSkipped, 0)
 					continue
 				}
-				q.cond = *wr
-				q.cond.Flags &^= verbs.FlagConditional
-				wr = &q.cond
+				q.send.cond = *wr
+				q.send.cond.Flags &^= verbs.FlagConditional
+				wr = &q.send.cond
 			}
-			if q.direct != nil && q.sq.len() == 0 && oneSided(wr) {
+			if q.conn.direct != nil && q.send.sq.len() == 0 && oneSided(wr) {
 				if st, n, ok := q.execDirect(wr); ok {
 					q.completeLocked(wr, seq, st, n)
 					continue
@@ -65,9 +67,9 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 			continue
 		}
 		costed := false
-		if q.destNode != nil && q.typ == verbs.RC {
-			if cs := q.destNode.cost.Load(); cs != nil {
-				q.cost.Store(cs)
+		if q.conn.destNode != nil && q.typ == verbs.RC {
+			if cs := q.conn.destNode.cost.Load(); cs != nil {
+				q.conn.cost.Store(cs)
 				cs.outstanding.Add(1)
 				costed = true
 			}
@@ -78,12 +80,12 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 				continue
 			}
 		}
-		if q.sq.len() == 0 && q.skipLocked(wr) {
+		if q.send.sq.len() == 0 && q.skipLocked(wr) {
 			q.completeLocked(wr, seq, verbs.StatusSkipped, 0)
 			continue
 		}
 		r := q.route(wr)
-		if q.sq.len() > 0 || r.State != PathUp || r.Delay > 0 || costed {
+		if q.send.sq.len() > 0 || r.State != PathUp || r.Delay > 0 || costed {
 			// A node with a cost model serves requests as a NIC would:
 			// later, on its own pipeline, while the poster goes on.
 			q.deferLocked(wr, seq, 2*r.Delay)
@@ -91,11 +93,11 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 		}
 		st, n, rnr := q.execute(wr, nil)
 		if rnr {
-			if q.rnrRetry == 0 {
+			if q.conn.rnrRetry == 0 {
 				q.completeLocked(wr, seq, rnrExhausted(wr.Opcode), 0)
 				continue
 			}
-			e := q.deferLocked(wr, seq, q.minRNR)
+			e := q.deferLocked(wr, seq, q.conn.minRNR)
 			if e.rnrLeft > 0 {
 				e.rnrLeft--
 			}
@@ -109,8 +111,8 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 // syncReaped brings reaped up to the last polled completion and reports
 // whether the send queue has room now.
 func (q *QP) syncReaped() bool {
-	q.reap(atomic.LoadUint64(&q.polled))
-	return q.posted-q.reaped.Load() < uint64(q.cap.MaxSendWR)
+	q.reap(atomic.LoadUint64(&q.send.polled))
+	return q.send.posted-q.send.reaped.Load() < uint64(q.cap.MaxSendWR)
 }
 
 // validate checks a request's structure at post time.
@@ -135,7 +137,7 @@ func (q *QP) route(wr *verbs.SendWR) Route {
 	if q.typ == verbs.UD {
 		return q.node.net.Route(q.node, wr.AH.(*AH).dest)
 	}
-	return q.node.net.Route(q.node, q.dest)
+	return q.node.net.Route(q.node, q.conn.dest)
 }
 
 // deferLocked appends a request to the deferred queue, due after delay,
@@ -143,8 +145,8 @@ func (q *QP) route(wr *verbs.SendWR) Route {
 func (q *QP) deferLocked(wr *verbs.SendWR, seq uint64, delay time.Duration) *sqEntry {
 	e := q.enqueue(wr, seq, now())
 	e.due = e.start + delay
-	if !q.running {
-		q.running = true
+	if !q.send.running {
+		q.send.running = true
 		go q.drain()
 	}
 	return e
@@ -153,16 +155,16 @@ func (q *QP) deferLocked(wr *verbs.SendWR, seq uint64, delay time.Duration) *sqE
 // enqueue copies a request into the send queue, started at start; an
 // INLINE payload is copied now, as the flag promises.
 func (q *QP) enqueue(wr *verbs.SendWR, seq uint64, start time.Duration) *sqEntry {
-	e, inl := q.sq.push(wr)
+	e, inl := q.send.sq.push(wr)
 	e.seq = seq
 	e.start = start
-	e.rnrLeft = q.rnrRetry
+	e.rnrLeft = q.conn.rnrRetry
 	if wr.Flags&verbs.FlagInline != 0 {
 		n, st := q.resolveLocal(wr.SGL, false, true)
 		if st != verbs.StatusSuccess {
 			e.pre = st
 		} else {
-			e.inline = inl[:gather(inl, q.lbuf[:n])]
+			e.inline = inl[:gather(inl, q.exec.lbuf[:n])]
 			q.releaseLocal(n)
 		}
 	}
@@ -175,11 +177,11 @@ func (q *QP) drain() {
 	defer q.mu.Unlock()
 	for {
 		s := q.State()
-		if q.sq.len() == 0 || (s != verbs.StateRTS && s != verbs.StateError) {
-			q.running = false
+		if q.send.sq.len() == 0 || (s != verbs.StateRTS && s != verbs.StateError) {
+			q.send.running = false
 			return
 		}
-		e := q.sq.front()
+		e := q.send.sq.front()
 		t := now()
 		if e.due > t {
 			q.mu.Unlock()
@@ -192,7 +194,7 @@ func (q *QP) drain() {
 			continue
 		}
 		wr := e.wr // copy: popping the entry frees its slot
-		q.sq.pop()
+		q.send.sq.pop()
 		q.completeLocked(&wr, e.seq, st, n)
 	}
 }
@@ -217,10 +219,10 @@ func (q *QP) attempt(e *sqEntry, t time.Duration) (verbs.Status, uint32, bool) {
 		if q.typ == verbs.UD {
 			return verbs.StatusSuccess, 0, true
 		}
-		if t-e.start >= q.retryBudget {
+		if t-e.start >= q.conn.retryBudget {
 			return verbs.StatusRetryExcErr, 0, true
 		}
-		e.due = t + min(q.retryBudget/32+time.Microsecond, time.Millisecond)
+		e.due = t + min(q.conn.retryBudget/32+time.Microsecond, time.Millisecond)
 		return 0, 0, false
 	}
 	st, n, rnr := q.execute(&e.wr, e.inline)
@@ -233,7 +235,7 @@ func (q *QP) attempt(e *sqEntry, t time.Duration) (verbs.Status, uint32, bool) {
 	if e.rnrLeft > 0 {
 		e.rnrLeft--
 	}
-	e.due = t + q.minRNR
+	e.due = t + q.conn.minRNR
 	return 0, 0, false
 }
 
@@ -241,14 +243,14 @@ func (q *QP) attempt(e *sqEntry, t time.Duration) (verbs.Status, uint32, bool) {
 // for successes only when signaled. An error, or a completion lost to a
 // full CQ, moves the QP to ERROR.
 func (q *QP) completeLocked(wr *verbs.SendWR, seq uint64, st verbs.Status, n uint32) {
-	q.prevOK = st == verbs.StatusSuccess && !q.failedCmp
-	q.failedCmp = false
-	result := q.result
-	q.result = 0
+	q.send.prevOK = st == verbs.StatusSuccess && !q.send.failedCmp
+	q.send.failedCmp = false
+	result := q.send.result
+	q.send.result = 0
 	if (st == verbs.StatusSuccess || st == verbs.StatusSkipped) && wr.Flags&verbs.FlagSignaled == 0 && !q.sigAll {
 		return
 	}
-	ok := q.sendCQ.pushSend(wr.ID, st, verbs.WCOpcodeOf(wr.Opcode), n, result, q, seq)
+	ok := q.send.cq.pushSend(wr.ID, st, verbs.WCOpcodeOf(wr.Opcode), n, result, q, seq)
 	if (!ok || (st != verbs.StatusSuccess && st != verbs.StatusSkipped)) && q.State() != verbs.StateError {
 		q.errorLocked()
 	}

@@ -12,32 +12,39 @@ import (
 // per-QP scratch arrays that keep the execution path allocation-free.
 const maxSGE = 16
 
-// QP is a queue pair; it implements verbs.QP.
+// QP is a queue pair; it implements verbs.QP. Its state is grouped by the
+// role that uses it, as in a hardware NIC's QP context: the connection
+// (conn), the send side (send) and, toward another process, the link
+// requester's transmission (link, retx); the receive side (recv); what it
+// offers as a responder (resp); and the scratch its requesters execute
+// with (exec).
 //
 // Lock order: QP.mu, then a receive queue's mu (own, an SRQ's, or a
-// responder QP's), then a CQ's mu. Fields read by responders (state,
-// access, qkey) are atomics so a responder never takes a foreign QP's mu.
+// responder QP's), then a CQ's mu. Fields read by responders (state and
+// resp's access, qkey, peer) are atomics so a responder never takes a
+// foreign QP's mu.
 type QP struct {
 	node   *Node
 	pd     *PD
 	typ    verbs.QPType
 	qpn    uint32
-	sendCQ *CQ
-	recvCQ *CQ
-	srq    *SRQ
-	rq     recvQueue
 	cap    verbs.QPCap
 	sigAll bool
 	limits verbs.Limits
-
 	state  atomic.Uint32
-	access atomic.Uint32
-	qkey   atomic.Uint32
-	// peer is the requester an RC QP was connected to at RTR, the only one
-	// it serves as a responder (isolation.go); nil outside a connection.
-	peer atomic.Pointer[connPeer]
 
-	mu       qpLock // send side, attributes and the deferred queue (single.go)
+	mu   qpLock // the send side, the connection and attributes (single.go)
+	conn qpConn
+	send qpSend
+	link qpLink
+	retx retx // the link requester's retransmission state (retransmit.go)
+	recv qpRecv
+	resp qpResp
+	exec qpExec
+}
+
+// qpConn is the QP's connection: where its requests go. Guarded by mu.
+type qpConn struct {
 	dest     Target
 	destNode *Node // dest when it is in this process
 	// cost is destNode's cost model when it has one: requests posted to
@@ -51,38 +58,60 @@ type QP struct {
 	rnrRetry    int    // -1 forever
 	minRNR      time.Duration
 	retryBudget time.Duration
+}
 
+// qpSend is the send side: the send queue, its completions and PRISM
+// chaining. Guarded by mu unless noted.
+type qpSend struct {
+	cq        *CQ
+	sq        sendQueue
+	running   bool          // a drain goroutine owns the deferred queue
+	posted    uint64        // send sequence number of the last posted request
+	reaped    atomic.Uint64 // a request whose completion was polled, at most polled
+	polled    uint64        // the last request whose completion was polled; written by cq's poller (storeRel), read atomically
+	reapEvery uint64        // how far polled may run ahead of reaped
 	prevOK    bool          // the last completed request succeeded (chain.go)
 	failedCmp bool          // the request being completed is a CAS whose compare failed
 	result    uint64        // the WC.Result of the request being completed (ALLOCATE)
-	posted    uint64        // send sequence number of the last posted request
-	reaped    atomic.Uint64 // a request whose completion was polled, at most polled
-	polled    uint64        // the last request whose completion was polled; written by sendCQ's poller (storeRel), read atomically
-	reapEvery uint64        // how far polled may run ahead of reaped
+	cond      verbs.SendWR  // a CONDITIONAL request decided at post, without the flag
+}
 
-	sq      sendQueue
-	running bool // a drain goroutine owns the deferred queue
+// qpLink is the link requester's transmission toward another process
+// (conn.destLink != nil). Guarded by mu.
+type qpLink struct {
+	req      Request // the request being encoded
+	flushing []Link  // links with requests appended and not yet flushed
+}
 
-	// remote requester state (destLink != nil): requests in the deferred
-	// queue below sendNext are on the wire; rnrHold stops transmission
-	// after an RNR answer until the retry is due.
-	sendNext uint64
-	rnrHold  bool
-	fenced   bool // transmission stopped at a FENCE request until earlier READs and atomics complete
-	linkFull bool // the link refused a request: transmit more after a flush
-	rnrDue   time.Duration
-	req      Request
-	flushing []Link
-	cond     verbs.SendWR // a CONDITIONAL request decided at post, without the flag
+// qpRecv is the receive side.
+type qpRecv struct {
+	cq  *CQ
+	srq *SRQ
+	rq  recvQueue // the QP's own receives, when it has no SRQ
+}
 
+// qpResp is what the QP offers as a responder, read by requesters'
+// executions without mu.
+type qpResp struct {
+	access atomic.Uint32 // the remote access it grants
+	qkey   atomic.Uint32 // UD: the QKey datagrams must carry
+	// peer is the requester an RC QP was connected to at RTR, the only one
+	// it serves as a responder (isolation.go); nil outside a connection.
+	peer atomic.Pointer[connPeer]
 	// scratch is the QP's scratch area as a responder (scratch.go).
 	scratch [verbs.ScratchSize / 8]uint64
+}
 
-	// scratch for resolving scatter/gather lists without allocating;
-	// guarded by mu.
-	lbuf [maxSGE][]byte
-	lmr  [maxSGE]*MR
-	sc   scratch
+// qpExec is the scratch the QP's requesters execute with, so that the
+// hot path allocates nothing. Guarded by mu.
+type qpExec struct {
+	lbuf [maxSGE][]byte // a resolved local scatter list
+	lmr  [maxSGE]*MR    // the regions lbuf pins
+	sc   scratch        // a responder's resolved receive (requester_local.go)
+	rreq request        // the request being executed (requester_local.go, requester_direct.go)
+	rout outcome
+	lmem memory // the responder memory of requester_local.go: dq set per request
+	dmem memory // the responder memory of requester_direct.go, set at RTR
 }
 
 var _ verbs.QP = (*QP)(nil)
@@ -132,16 +161,9 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 		node:   n,
 		pd:     pd,
 		typ:    a.Type,
-		sendCQ: scq,
-		recvCQ: rcq,
-		srq:    srq,
 		cap:    c,
 		sigAll: a.SignalAll,
-		// Publishing freed slots every quarter queue keeps three quarters
-		// usable without asking the CQ.
-		reapEvery: uint64(max(c.MaxSendWR/4, 1)),
-		prevOK:    true,
-		mu:        qpLock{biased: a.SingleThreaded},
+		mu:     qpLock{biased: a.SingleThreaded},
 		limits: verbs.Limits{
 			Type:              a.Type,
 			MaxSGE:            c.MaxSendSGE,
@@ -152,12 +174,22 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 			Extra:             prismFlags(a.Type),
 			Allocate:          a.Type == verbs.RC,
 		},
-		rnrRetry:    verbs.DefaultRNRRetry,
-		minRNR:      verbs.DefaultMinRNRTimer,
-		retryBudget: verbs.RetryBudget(0, 0),
+		conn: qpConn{
+			rnrRetry:    verbs.DefaultRNRRetry,
+			minRNR:      verbs.DefaultMinRNRTimer,
+			retryBudget: verbs.RetryBudget(0, 0),
+		},
+		send: qpSend{
+			cq: scq,
+			// Publishing freed slots every quarter queue keeps three
+			// quarters usable without asking the CQ.
+			reapEvery: uint64(max(c.MaxSendWR/4, 1)),
+			prevOK:    true,
+		},
+		recv: qpRecv{cq: rcq, srq: srq},
 	}
 	if srq == nil {
-		q.rq.init(max(c.MaxRecvWR, 1), max(c.MaxRecvSGE, 1))
+		q.recv.rq.init(max(c.MaxRecvWR, 1), max(c.MaxRecvSGE, 1))
 	} else {
 		srq.rq.mu.Lock()
 		if srq.dead {
@@ -167,7 +199,8 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 		srq.users++
 		srq.rq.mu.Unlock()
 	}
-	q.sq.init(max(c.MaxSendWR, 1), max(c.MaxSendSGE, 1), c.MaxInlineData)
+	q.send.sq.init(max(c.MaxSendWR, 1), max(c.MaxSendSGE, 1), c.MaxInlineData)
+	q.exec.lmem.sc = &q.exec.sc
 	scq.attach(q, scq != rcq || srq == nil)
 	rcq.attach(q, false)
 	pd.qps.Add(1)
@@ -194,14 +227,14 @@ func (q *QP) Outstanding() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.syncReaped()
-	return int(q.posted - q.reaped.Load())
+	return int(q.send.posted - q.send.reaped.Load())
 }
 
 // reap frees the send-queue slots up to seq; called by CQ.Poll.
 func (q *QP) reap(seq uint64) {
 	for {
-		r := q.reaped.Load()
-		if seq <= r || q.reaped.CompareAndSwap(r, seq) {
+		r := q.send.reaped.Load()
+		if seq <= r || q.send.reaped.CompareAndSwap(r, seq) {
 			return
 		}
 	}
@@ -229,8 +262,8 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 		if a.Access&^(verbs.AccessRemoteRead|verbs.AccessRemoteWrite|verbs.AccessRemoteAtomic|verbs.AccessLocalWrite) != 0 {
 			return fmt.Errorf("%w: QP access %v", verbs.ErrInvalidArg, a.Access)
 		}
-		q.access.Store(uint32(a.Access))
-		q.qkey.Store(a.QKey)
+		q.resp.access.Store(uint32(a.Access))
+		q.resp.qkey.Store(a.QKey)
 	case verbs.StateRTR:
 		if q.typ == verbs.RC {
 			if q.node.net == nil {
@@ -244,30 +277,34 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 				return fmt.Errorf("%w: %w", verbs.ErrInvalidArg, err)
 			}
 			q.setDest(t)
-			q.destQPN, q.destQP = a.DestQPN, nil
-			q.peer.Store(&connPeer{addr: t.Address(), qpn: a.DestQPN})
-			q.epoch++
-			q.prevOK = true
+			q.conn.destQPN, q.conn.destQP = a.DestQPN, nil
+			q.exec.dmem = memory{d: q.conn.direct, src: q.qpn, qpn: a.DestQPN}
+			if q.conn.direct != nil {
+				q.exec.dmem.lk = q.conn.direct.Locks()
+			}
+			q.resp.peer.Store(&connPeer{addr: t.Address(), qpn: a.DestQPN})
+			q.conn.epoch++
+			q.send.prevOK = true
 			q.clearScratch()
 		}
 		if a.MinRNRTimer > 0 {
-			q.minRNR = a.MinRNRTimer
+			q.conn.minRNR = a.MinRNRTimer
 		}
 	case verbs.StateRTS:
 		switch {
 		case a.RNRRetry == verbs.NoRNRRetry:
-			q.rnrRetry = 0
+			q.conn.rnrRetry = 0
 		case a.RNRRetry >= verbs.InfiniteRNRRetry:
-			q.rnrRetry = -1
+			q.conn.rnrRetry = -1
 		case a.RNRRetry > 0:
-			q.rnrRetry = a.RNRRetry
+			q.conn.rnrRetry = a.RNRRetry
 		case a.RNRRetry < 0:
 			return fmt.Errorf("%w: RNR retry %d", verbs.ErrInvalidArg, a.RNRRetry)
 		case cur != verbs.StateRTS:
-			q.rnrRetry = verbs.DefaultRNRRetry
+			q.conn.rnrRetry = verbs.DefaultRNRRetry
 		}
 		if a.Timeout > 0 || a.RetryCount > 0 || cur != verbs.StateRTS {
-			q.retryBudget = verbs.RetryBudget(a.Timeout, a.RetryCount)
+			q.conn.retryBudget = verbs.RetryBudget(a.Timeout, a.RetryCount)
 		}
 	}
 	q.state.Store(uint32(a.State))
@@ -278,33 +315,34 @@ func (q *QP) Modify(a verbs.QPAttr) error {
 // resetLocked discards every queued request without completions.
 func (q *QP) resetLocked() {
 	q.state.Store(uint32(verbs.StateReset))
-	q.sq.clear()
+	q.send.sq.clear()
 	// Every slot is free again. The counters keep running rather than
 	// restart at zero, so completions of the old life still in a CQ cannot
 	// free slots of the new one.
-	q.reap(q.posted)
-	if q.srq == nil {
-		q.rq.mu.Lock()
-		q.rq.head = q.rq.tail
-		q.rq.mu.Unlock()
+	q.reap(q.send.posted)
+	if q.recv.srq == nil {
+		q.recv.rq.mu.Lock()
+		q.recv.rq.head = q.recv.rq.tail
+		q.recv.rq.mu.Unlock()
 	}
-	q.access.Store(0)
-	q.peer.Store(nil)
+	q.resp.access.Store(0)
+	q.resp.peer.Store(nil)
 	q.setDest(nil)
-	q.destQP, q.destQPN = nil, 0
-	q.rnrHold = false
+	q.conn.destQP, q.conn.destQPN = nil, 0
+	q.exec.dmem = memory{}
+	q.retx.stop()
 	q.published()
 }
 
 // setDest records the RC peer, local or remote.
 func (q *QP) setDest(t Target) {
-	q.dest, q.destNode, q.destLink, q.direct = t, nil, nil, nil
+	q.conn.dest, q.conn.destNode, q.conn.destLink, q.conn.direct = t, nil, nil, nil
 	switch d := t.(type) {
 	case *Node:
-		q.destNode = d
+		q.conn.destNode = d
 	case Link:
-		q.destLink = d
-		q.direct, _ = d.(DirectLink)
+		q.conn.destLink = d
+		q.conn.direct, _ = d.(DirectLink)
 	}
 }
 
@@ -313,26 +351,26 @@ func (q *QP) setDest(t Target) {
 func (q *QP) errorLocked() {
 	q.state.Store(uint32(verbs.StateError))
 	q.published()
-	q.rnrHold = false
-	for q.sq.len() > 0 {
-		e := q.sq.front()
+	q.retx.stop()
+	for q.send.sq.len() > 0 {
+		e := q.send.sq.front()
 		q.completeLocked(&e.wr, e.seq, verbs.StatusWRFlushErr, 0)
-		q.sq.pop()
+		q.send.sq.pop()
 	}
-	if q.srq != nil {
+	if q.recv.srq != nil {
 		return
 	}
-	q.rq.mu.Lock()
+	q.recv.rq.mu.Lock()
 	for {
-		id, _, ok := q.rq.peek()
+		id, _, ok := q.recv.rq.peek()
 		if !ok {
 			break
 		}
-		q.rq.pop()
+		q.recv.rq.pop()
 		wc := verbs.WC{ID: id, Status: verbs.StatusWRFlushErr, Opcode: verbs.WCRecv, QPN: q.qpn}
-		q.recvCQ.push(&wc, nil, 0, false)
+		q.recv.cq.push(&wc, nil, 0, false)
 	}
-	q.rq.mu.Unlock()
+	q.recv.rq.mu.Unlock()
 }
 
 // toError moves the QP to ERROR from outside its lock: the state changes
@@ -360,10 +398,10 @@ func (q *QP) toError() {
 
 // PostRecv implements verbs.QP.
 func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
-	if q.srq != nil {
+	if q.recv.srq != nil {
 		return &verbs.PostError{Err: fmt.Errorf("%w: QP uses an SRQ", verbs.ErrInvalidArg)}
 	}
-	if c := q.recvCQ; c.solo.Load() == q {
+	if c := q.recv.cq; c.solo.Load() == q {
 		c.endSolo(q) // a responder may complete a receive on another goroutine
 	}
 	s := q.State()
@@ -373,17 +411,17 @@ func (q *QP) PostRecv(wrs []verbs.RecvWR) error {
 	if s == verbs.StateError {
 		// ibverbs completes receives posted in ERROR with a flush error.
 		for i := range wrs {
-			if err := verbs.ValidateRecv(&wrs[i], q.rq.maxSGE); err != nil {
+			if err := verbs.ValidateRecv(&wrs[i], q.recv.rq.maxSGE); err != nil {
 				return &verbs.PostError{Index: i, Err: err}
 			}
 			wc := verbs.WC{ID: wrs[i].ID, Status: verbs.StatusWRFlushErr, Opcode: verbs.WCRecv, QPN: q.qpn}
-			q.recvCQ.push(&wc, nil, 0, false)
+			q.recv.cq.push(&wc, nil, 0, false)
 		}
 		return nil
 	}
-	q.rq.mu.Lock()
-	err := q.rq.post(wrs)
-	q.rq.mu.Unlock()
+	q.recv.rq.mu.Lock()
+	err := q.recv.rq.post(wrs)
+	q.recv.rq.mu.Unlock()
 	return err
 }
 
@@ -400,13 +438,13 @@ func (q *QP) Destroy() error {
 	q.published()
 	q.mu.Unlock()
 	q.node.removeQP(q)
-	q.sendCQ.endSolo(q)
-	q.sendCQ.users.Add(-1)
-	q.recvCQ.users.Add(-1)
-	if q.srq != nil {
-		q.srq.rq.mu.Lock()
-		q.srq.users--
-		q.srq.rq.mu.Unlock()
+	q.send.cq.endSolo(q)
+	q.send.cq.users.Add(-1)
+	q.recv.cq.users.Add(-1)
+	if q.recv.srq != nil {
+		q.recv.srq.rq.mu.Lock()
+		q.recv.srq.users--
+		q.recv.srq.rq.mu.Unlock()
 	}
 	q.pd.qps.Add(-1)
 	return nil

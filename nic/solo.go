@@ -55,7 +55,7 @@ func (c *CQ) endSolo(q *QP) {
 	// can be had; every later one takes c.mu (and syncLocked picks up
 	// the tail it left).
 	q.mu.Lock()
-	busy := q.sendCQ == c // the wait is the point; the test keeps the section non-empty
+	busy := q.send.cq == c // the wait is the point; the test keeps the section non-empty
 	q.mu.Unlock()
 	_ = busy
 }

@@ -14,7 +14,6 @@ type sqEntry struct {
 	pre     verbs.Status  // a failure decided at post time, reported in order
 	due     time.Duration // when to try next, on the package clock
 	start   time.Duration // first attempt, for the retry budget (local mode)
-	sent    uint64        // remote mode: the node's expiry tick when it went on the wire
 	rnrLeft int           // RNR retries left; -1 forever
 }
 

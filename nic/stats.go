@@ -80,7 +80,7 @@ func (n *Node) Stats() Stats {
 			t.ConnectedQPs++
 		}
 		q.mu.Lock()
-		t.Outstanding += q.sq.len()
+		t.Outstanding += q.send.sq.len()
 		q.mu.Unlock()
 	}
 	return t

@@ -21,6 +21,9 @@ type Server struct {
 // Stop kills the server.
 func (s *Server) Stop() { s.p.stop() }
 
+// Pid is the server's process id (its CPU time is in /proc/PID/stat).
+func (s *Server) Pid() int { return s.p.cmd.Process.Pid }
+
 // StartRedis starts redis-server on a free loopback port, without
 // persistence.
 func StartRedis(ctx context.Context) (*Server, error) {
@@ -37,15 +40,23 @@ func StartRedis(ctx context.Context) (*Server, error) {
 	return &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), p: p}, nil
 }
 
-// StartMemcached starts memcached on a free loopback port (TCP only, one
-// worker thread per core).
-func StartMemcached(ctx context.Context) (*Server, error) {
+// StartMemcached starts memcached on a free loopback port (TCP only,
+// its default worker threads: four).
+func StartMemcached(ctx context.Context) (*Server, error) { return StartMemcachedThreads(ctx, 0) }
+
+// StartMemcachedThreads is StartMemcached with threads worker threads
+// (-t); 0 keeps memcached's default.
+func StartMemcachedThreads(ctx context.Context, threads int) (*Server, error) {
 	bin, err := lookPath("memcached", "memcached")
 	if err != nil {
 		return nil, err
 	}
 	p, port, err := startServer(ctx, bin, func(port int) []string {
-		return []string{"-p", strconv.Itoa(port), "-U", "0", "-l", "127.0.0.1", "-u", "root"}
+		args := []string{"-p", strconv.Itoa(port), "-U", "0", "-l", "127.0.0.1", "-u", "root"}
+		if threads > 0 {
+			args = append(args, "-t", strconv.Itoa(threads))
+		}
+		return args
 	}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("memcached: %w", err)

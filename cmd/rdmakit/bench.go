@@ -81,7 +81,7 @@ func newBenchRunCmd() *cobra.Command {
 			}
 			r, paths, err := bench.Run(cmd.Context(), args[0], bench.Options{
 				Duration: duration, Quick: quick, OutDir: out, Transport: transport, Poll: p,
-				Progress: progressWriter(cmd), Log: slog.Default(), Node: selfNode,
+				Progress: progressWriter(cmd), Log: slog.Default(), Node: selfNode, Command: selfCommand,
 			})
 			if err != nil {
 				return err

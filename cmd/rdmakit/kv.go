@@ -40,7 +40,7 @@ Smart-HT share a node layout: a race node serves smart-ht clients too.`,
 }
 
 func newKVServeCmd() *cobra.Command {
-	var store, device, listen string
+	var store, device, listen, metrics string
 	var token tokenFlags
 	var keys int64
 	var value int
@@ -54,7 +54,9 @@ to the clients that connect through the connection manager at --listen, until
 SIGINT or SIGTERM. The node runs on the memnode library: handshakes run
 concurrently (a stalled one delays nobody), a client must present the token
 (--token, --token-file or $RDMAKIT_TOKEN) when the node has one, and a client
-that is gone (--probe) has its QP, CQ and goroutine freed. The data lives
+that is gone (--probe) has its QP, CQ and goroutine freed. Counters (the
+node's, the soft NIC's and the store's: keys, free slots, free memory) are
+served in Prometheus format at http://--metrics/metrics. The data lives
 only in the node's memory: a restart loses it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -74,13 +76,16 @@ only in the node's memory: a restart loses it.`,
 			} else if probe == 0 {
 				probe = -1 // disabled
 			}
-			srv, err := memnode.Start(ctx, memnode.Config{Device: device, CM: listen, Token: tok, Probe: probe, MaxClients: maxConns,
+			srv, err := memnode.Start(ctx, memnode.Config{Device: device, CM: listen, Metrics: metrics, Token: tok, Probe: probe, MaxClients: maxConns,
 				NewService: stores.Service(store, keys, value), Logger: slog.Default()})
 			if err != nil {
 				return err
 			}
 			info := srv.Info()
 			fmt.Fprintf(cmd.OutOrStdout(), "serving %s for about %d keys: connect to %s (verbs device %s)\n", info.Service, keys, info.CM, info.Device)
+			if info.Metrics != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "metrics at %s\n", info.Metrics)
+			}
 			<-ctx.Done()
 			return srv.Close()
 		},
@@ -89,6 +94,7 @@ only in the node's memory: a restart loses it.`,
 	fl.StringVar(&store, "store", "prism-kv", "store design: pilaf, prism-kv, race or smart-ht")
 	fl.StringVar(&device, "device", "tcp://127.0.0.1:0", "verbs device the node's memory is reached through")
 	fl.StringVar(&listen, "listen", "127.0.0.1:7470", "connection manager address clients dial")
+	fl.StringVar(&metrics, "metrics", "127.0.0.1:9470", "HTTP listen address for Prometheus /metrics; empty disables")
 	fl.Int64Var(&keys, "keys", 1000000, "keys the node is sized for")
 	fl.IntVar(&value, "value", 64, "typical value bytes (sizes the node's item memory)")
 	fl.DurationVar(&probe, "probe", memnode.DefaultProbe, "how often each client is checked (a 0-byte READ); a gone client's QP, CQ and goroutine are freed. 0 disables")
@@ -146,7 +152,7 @@ func dialKV(ctx context.Context, design, device, addr, token string, n int) (*kv
 		// one-sided requests.
 		connect := func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
 			c, err := cm.Dial(ctx, dev, addr, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap, Access: verbs.AccessAll,
-				MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, PrivateData: hello})
+				MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, Timeout: stores.ClientTimeout, PrivateData: hello})
 			if err != nil {
 				return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
 			}
@@ -167,7 +173,7 @@ func dialKV(ctx context.Context, design, device, addr, token string, n int) (*kv
 			return nil, err
 		}
 		c, err := cm.Dial(ctx, dev, addr, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: stores.QPCap, Access: verbs.AccessAll,
-			MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, PrivateData: hello})
+			MinRNRTimer: stores.ClientMinRNR, RNRRetry: stores.ClientRNRRetry, Timeout: stores.ClientTimeout, PrivateData: hello})
 		if err != nil {
 			k.Close()
 			return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)

@@ -27,12 +27,20 @@ var kvFabrics atomic.Int64
 // returns the address clients dial; the server stops when the test ends.
 func startKVServe(t *testing.T, args ...string) string {
 	t.Helper()
+	addr, _ := startKVServeMetrics(t, false, args...)
+	return addr
+}
+
+// startKVServeMetrics is startKVServe that also returns the URL of the
+// node's /metrics when metrics (the node serves them).
+func startKVServeMetrics(t *testing.T, metrics bool, args ...string) (addr, url string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	stderr := &lockedBuffer{}
 	code := make(chan int, 1)
 	go func() {
-		c := run(ctx, append([]string{"kv", "serve", "--listen", "127.0.0.1:0", "--keys", "1000"}, args...), pw, stderr)
+		c := run(ctx, append([]string{"kv", "serve", "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--keys", "1000"}, args...), pw, stderr)
 		pw.Close()
 		code <- c
 	}()
@@ -42,16 +50,23 @@ func startKVServe(t *testing.T, args ...string) string {
 			t.Errorf("kv serve exited %d: %s", c, stderr.String())
 		}
 	})
-	line, err := bufio.NewReader(pr).ReadString('\n')
+	r := bufio.NewReader(pr)
+	line, err := r.ReadString('\n')
 	if err != nil {
 		t.Fatalf("kv serve: %v: %s", err, stderr.String())
 	}
-	go io.Copy(io.Discard, pr)
 	m := regexp.MustCompile(`connect to (\S+) `).FindStringSubmatch(line)
 	if m == nil {
 		t.Fatalf("kv serve printed %q", line)
 	}
-	return m[1]
+	if metrics {
+		if line, err = r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "metrics at http://") {
+			t.Fatalf("kv serve printed %q, %v", line, err)
+		}
+		url = strings.TrimSpace(strings.TrimPrefix(line, "metrics at "))
+	}
+	go io.Copy(io.Discard, r)
+	return m[1], url
 }
 
 // heap returns the live heap after a collection.
@@ -277,5 +292,39 @@ func TestNodeStopsDespiteStalledHandshake(t *testing.T) {
 	}
 	if d := time.Since(t0); d > time.Second {
 		t.Errorf("the node took %v to stop", d)
+	}
+}
+
+// TestKVServeMetrics: kv serve has /metrics like rdmakit node: the node's
+// client counters and the store's keys and free slots.
+func TestKVServeMetrics(t *testing.T) {
+	for _, store := range []string{"prism-kv", "pilaf"} {
+		t.Run(store, func(t *testing.T) {
+			fabric := fmt.Sprintf("loop://kvserve-%d/", kvFabrics.Add(1))
+			addr, url := startKVServeMetrics(t, true, "--store", store, "--device", fabric+"node")
+			ctx := context.Background()
+			k, err := dialKV(ctx, store, fabric+"c", addr, "", 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Close()
+			s := k.stores[0]
+			for _, key := range []string{"a", "b", "c"} {
+				if err := s.Put(ctx, []byte(key), []byte("v")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Delete(ctx, []byte("b")); err != nil {
+				t.Fatal(err)
+			}
+			m := scrape(t, url)
+			l := `{store="` + store + `"}`
+			slots := m["rdmakit_kv_slots"+l]
+			if m["rdmakit_kv_keys"+l] != 2 || slots < 1<<14 || m["rdmakit_kv_slots_free"+l] != slots-2 ||
+				m["rdmakit_node_accepted_total"] != 1 || m["rdmakit_kv_memory_bytes"+l] == 0 {
+				t.Errorf("metrics: keys %v slots %v free %v accepted %v memory %v", m["rdmakit_kv_keys"+l], slots,
+					m["rdmakit_kv_slots_free"+l], m["rdmakit_node_accepted_total"], m["rdmakit_kv_memory_bytes"+l])
+			}
+		})
 	}
 }

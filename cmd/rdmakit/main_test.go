@@ -174,7 +174,7 @@ func TestKVCommands(t *testing.T) {
 			served := make(chan int, 1)
 			var sout, serr bytes.Buffer
 			go func() {
-				served <- run(ctx, []string{"kv", "serve", "--store", store, "--listen", addr, "--keys", "10000"}, &sout, &serr)
+				served <- run(ctx, []string{"kv", "serve", "--store", store, "--listen", addr, "--metrics", "", "--keys", "10000"}, &sout, &serr)
 			}()
 			defer func() {
 				cancel()

@@ -10,6 +10,7 @@ import (
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/stores"
 	"github.com/rdmakit/rdmakit/rpc"
+	"github.com/rdmakit/rdmakit/smart"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -99,7 +100,7 @@ func (b *Bed) Connect(t testing.TB, sendWRs, recvWRs int, node Node) (verbs.QP, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := verbs.ConnectRC(sqp, verbs.AccessAll, b.Dev.Address(), cqp.QPN()); err != nil {
+	if err := connectNode(sqp, b.Dev.Address(), cqp.QPN()); err != nil {
 		conn.Close()
 		t.Fatal(err)
 	}
@@ -143,4 +144,45 @@ func Clients[C kv.Store](t testing.TB, b *Bed, n, sendWRs, recvWRs int, node Nod
 		cs = append(cs, c)
 	}
 	return cs
+}
+
+// Runtime starts a smart runtime of workers on the client device, each
+// worker's QP connected to a QP of the node device (Smart-HT's one-sided
+// lists run there: stores.ClientOptions.Runtime). The test's cleanup
+// closes it, before the bed closes the devices.
+func (b *Bed) Runtime(t testing.TB, workers int) *smart.Runtime {
+	t.Helper()
+	ncq, err := b.Node.CreateCQ(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect := func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
+		qp, err := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 512}})
+		if err != nil {
+			return nil, err
+		}
+		nqp, err := b.NodePD.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: ncq, RecvCQ: ncq})
+		if err != nil {
+			return nil, err
+		}
+		if err := verbs.ConnectRC(nqp, verbs.AccessAll, b.Dev.Address(), qp.QPN()); err != nil {
+			return nil, err
+		}
+		return qp, verbs.ConnectRC(qp, verbs.AccessAll, b.Node.Address(), nqp.QPN())
+	}
+	rt, err := stores.NewRuntime(context.Background(), b.Dev, b.PD, connect, workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	return rt
+}
+
+// connectNode connects the node's end of a connection (in INIT) as kv
+// serve does: the store clients' retry timeout for its RPC answers.
+func connectNode(qp verbs.QP, dest string, destQPN uint32) error {
+	if err := qp.Modify(verbs.QPAttr{State: verbs.StateRTR, Dest: dest, DestQPN: destQPN}); err != nil {
+		return err
+	}
+	return qp.Modify(verbs.QPAttr{State: verbs.StateRTS, Timeout: stores.ClientTimeout})
 }

@@ -118,6 +118,19 @@ type LinConfig struct {
 	OpTimeout time.Duration
 	// Faults, when set, runs during the operations until stop closes.
 	Faults func(stop <-chan struct{})
+	// Cancel is the fraction of operations (0 to 1) whose context is
+	// cancelled at a random point while they run: within CancelWithin
+	// (default 300 µs) of their start. A cancelled PUT or DELETE counts
+	// as unknown, a cancelled GET is dropped.
+	Cancel       float64
+	CancelWithin time.Duration
+	// Churn deletes and re-inserts keys without end: the Keys keys in
+	// play move on by Keys/2 every 32 operations of a client, which
+	// deletes the keys it leaves behind, and 30% of the other operations
+	// are deletes too. The store sees far more distinct keys over the run
+	// than it holds at once (at most about 6·Keys with 4 clients). Any
+	// kv.ErrFull fails the test: a deleted key's room must come back.
+	Churn bool
 }
 
 // Linearizable runs cfg.Ops random operations (half gets, 40% puts, 10%
@@ -135,6 +148,9 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 	}
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = 5 * time.Second
+	}
+	if cfg.CancelWithin <= 0 {
+		cfg.CancelWithin = 300 * time.Microsecond
 	}
 	h := check.NewKVHistory()
 	stop := make(chan struct{})
@@ -155,13 +171,25 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 			var buf []byte
 			for i := 0; i < per; i++ {
 				key := fmt.Sprintf("k%d", rng.Intn(cfg.Keys))
+				leave := cfg.Churn && i%32 == 31
+				if cfg.Churn {
+					key = fmt.Sprintf("k%d", i/32*max(cfg.Keys/2, 1)+rng.Intn(cfg.Keys))
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
+				var timer *time.Timer
+				if cfg.Cancel > 0 && rng.Float64() < cfg.Cancel {
+					timer = time.AfterFunc(time.Duration(rng.Int63n(int64(cfg.CancelWithin))), cancel)
+				}
 				call := h.Now()
 				var in check.KVInput
 				var out check.KVOutput
 				var err error
+				gets, puts := 5, 9
+				if cfg.Churn {
+					gets, puts = 4, 7
+				}
 				switch r := rng.Intn(10); {
-				case r < 5:
+				case r < gets:
 					in = check.KVInput{Kind: check.KVGet, Key: key}
 					buf, err = s.Get(ctx, []byte(key), buf[:0])
 					if err == nil {
@@ -169,7 +197,7 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 					} else if errors.Is(err, kv.ErrNotFound) {
 						err = nil
 					}
-				case r < 9:
+				case r < puts:
 					in = check.KVInput{Kind: check.KVPut, Key: key, Value: fmt.Sprintf("%d.%d", ci, i)}
 					err = s.Put(ctx, []byte(key), []byte(in.Value))
 				default:
@@ -177,8 +205,17 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 					err = s.Delete(ctx, []byte(key))
 				}
 				ret := h.Now()
+				if timer != nil {
+					timer.Stop()
+				}
 				cancel()
+				if leave {
+					churnLeave(s, h, ci, i/32*max(cfg.Keys/2, 1), cfg)
+				}
 				if err != nil {
+					if cfg.Churn && errors.Is(err, kv.ErrFull) {
+						t.Errorf("client %d, operation %d (%v %s): %v", ci, i, in.Kind, key, err)
+					}
 					mu.Lock()
 					failed[err.Error()]++
 					mu.Unlock()
@@ -210,5 +247,35 @@ func Linearizable(t *testing.T, stores []kv.Store, cfg LinConfig) {
 	}
 	if h.Len() < cfg.Ops/2 {
 		t.Errorf("only %d of %d operations succeeded", h.Len(), cfg.Ops)
+	}
+}
+
+// CloseWithin closes s and fails the test when Close has not returned
+// within d (it then leaves it running).
+func CloseWithin(t testing.TB, s kv.Store, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Errorf("Close has not returned after %v", d)
+	}
+}
+
+// churnLeave deletes the Keys keys from first on that a churning client
+// leaves behind, recording each delete.
+func churnLeave(s kv.Store, h *check.KVHistory, ci, first int, cfg LinConfig) {
+	for k := first; k < first+cfg.Keys; k++ {
+		key := fmt.Sprintf("k%d", k)
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
+		call := h.Now()
+		err := s.Delete(ctx, []byte(key))
+		ret := h.Now()
+		cancel()
+		h.Add(ci, check.KVInput{Kind: check.KVDelete, Key: key}, check.KVOutput{}, call, ret, err != nil)
 	}
 }

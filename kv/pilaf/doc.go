@@ -60,8 +60,9 @@
 // index, allocates an extent (a free list per power-of-two class, else
 // bump allocation) and writes it, then writes the entry with both CRCs.
 // A DELETE writes a tombstone entry. A replaced or deleted extent waits
-// in a quarantine of Config.Quarantine (1024) extents before reuse. GETs
-// cost it nothing.
+// in a quarantine of Config.Quarantine (1024) extents before reuse; when
+// memory runs out, a PUT takes the oldest quarantined extent of its class
+// at once. GETs cost it nothing.
 //
 // # Failures
 //

@@ -3,12 +3,14 @@ package pilaf_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/kvtest"
 	"github.com/rdmakit/rdmakit/kv/pilaf"
 	_ "github.com/rdmakit/rdmakit/transport/tcp"
@@ -132,5 +134,50 @@ func TestTornReadsCaught(t *testing.T) {
 	t.Logf("without CRCs: %d bad GETs", bad)
 	if bad == 0 {
 		t.Errorf("without CRCs no GET saw a torn value: the test does not tear")
+	}
+}
+
+// TestSpaceReturnsAfterDelete: a node whose extent memory is used up
+// takes a PUT again as soon as one key is deleted, not after its
+// quarantine of 1024 freed extents has filled; its counters follow.
+func TestSpaceReturnsAfterDelete(t *testing.T) {
+	_, srv, cs := node(t, "loop", pilaf.Config{Buckets: 4096, Memory: 64 << 10}, 1)
+	c, ctx := cs[0], context.Background()
+	value := make([]byte, 900) // a 1 KiB extent each: 64 fit
+	n := 0
+	for ; ; n++ {
+		err := c.Put(ctx, []byte(fmt.Sprintf("k%d", n)), value)
+		if errors.Is(err, kv.ErrFull) {
+			break
+		}
+		if err != nil || n > 100 {
+			t.Fatalf("put %d: %v", n, err)
+		}
+	}
+	if st := srv.NodeStats(); st.Keys != int64(n) || st.MemoryFree >= 1024 {
+		t.Fatalf("full after %d keys: %+v", n, st)
+	}
+	for i := 0; i < n; i++ {
+		if err := c.Delete(ctx, []byte(fmt.Sprintf("k%d", i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Put(ctx, []byte(fmt.Sprintf("new%d", i)), value); err != nil {
+			t.Fatalf("put after %d deletes: %v", i+1, err)
+		}
+	}
+	if st := srv.NodeStats(); st.Keys != int64(n) || st.Ops["delete"] != uint64(n) || st.Ops["put"] != uint64(2*n) {
+		t.Errorf("after replacing every key: %+v", st)
+	}
+}
+
+// TestChurnLinearizable: keys deleted and re-inserted without end, more
+// distinct keys than the node has entries, from 4 clients: every history
+// is linearizable and no PUT finds the node full.
+func TestChurnLinearizable(t *testing.T) {
+	for _, scheme := range []string{"loop", "tcp"} {
+		t.Run(scheme, func(t *testing.T) {
+			_, _, cs := node(t, scheme, pilaf.Config{Buckets: 128, Memory: 4 << 20}, 4)
+			kvtest.Linearizable(t, kvtest.Stores(cs), kvtest.LinConfig{Churn: true, Keys: 16, Ops: 6000})
+		})
 	}
 }

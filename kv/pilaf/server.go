@@ -36,7 +36,8 @@ type Config struct {
 	Memory int
 	// Quarantine is how many freed extents wait before reuse (default
 	// 1024), so that a GET that read an old entry rarely finds its
-	// extent reused (its CRC would catch it; the GET retries).
+	// extent reused (its CRC would catch it; the GET retries). A node out
+	// of memory reuses the oldest of them rather than refuse a PUT.
 	Quarantine int
 }
 
@@ -71,6 +72,10 @@ type Server struct {
 	entryBuf   [entrySize]byte
 	tear       bool // tests: write entries and extents a few bytes at a time
 	cpu        atomic.Int64
+
+	// Counters for NodeStats, under mu.
+	keys, puts, dels uint64
+	freeBytes        uint64 // in free lists and quarantine
 }
 
 // timed counts the time h runs as the node's CPU.
@@ -179,24 +184,37 @@ func class(n int) int {
 
 // alloc returns the region offset of a buffer of class c.
 func (s *Server) alloc(c int) (uint64, error) {
+	size := uint64(1) << c
 	if l := s.free[c]; len(l) > 0 {
 		off := l[len(l)-1]
 		s.free[c] = l[:len(l)-1]
+		s.freeBytes -= size
 		return off, nil
 	}
-	size := uint64(1) << c
-	if s.bump+size > uint64(s.mr.Len()) {
-		return 0, kv.ErrFull
+	if s.bump+size <= uint64(s.mr.Len()) {
+		off := s.bump
+		s.bump += size
+		return off, nil
 	}
-	off := s.bump
-	s.bump += size
-	return off, nil
+	// Out of memory: take the oldest quarantined extent of the class
+	// rather than fail. A GET that still reads it finds its CRC wrong
+	// and reads again: the quarantine only makes that rare.
+	q := append(s.quarantine[s.qhead:len(s.quarantine):len(s.quarantine)], s.quarantine[:s.qhead]...) // oldest first
+	for j, f := range q {
+		if f.class == c {
+			s.quarantine, s.qhead = append(q[:j], q[j+1:]...), 0
+			s.freeBytes -= size
+			return f.off, nil
+		}
+	}
+	return 0, kv.ErrFull
 }
 
 // release puts an extent in quarantine; the oldest one leaves it for its
 // free list.
 func (s *Server) release(e entry) {
 	f := freed{off: e.addr - s.mr.Addr(), class: class(int(e.length))}
+	s.freeBytes += 1 << f.class
 	if len(s.quarantine) < s.cfg.Quarantine {
 		s.quarantine = append(s.quarantine, f)
 		return
@@ -258,8 +276,11 @@ func (s *Server) put(req, resp []byte) (int, error) {
 		putExtent(ext, key, value)
 	}
 	s.writeEntry(at, entry{addr: s.mr.Addr() + off, length: uint32(n), meta: metaValid | fingerprint(h), extCRC: crc(ext)})
+	s.puts++
 	if found {
 		s.release(old)
+	} else {
+		s.keys++
 	}
 	return 0, nil
 }
@@ -277,5 +298,17 @@ func (s *Server) del(req, resp []byte) (int, error) {
 	}
 	s.writeEntry(at, entry{meta: metaTomb})
 	s.release(old)
+	s.keys--
+	s.dels++
 	return 0, nil
+}
+
+// NodeStats are the node's counters: every write passes its CPU, so they
+// are exact.
+func (s *Server) NodeStats() kv.NodeStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return kv.NodeStats{Keys: int64(s.keys), Slots: int64(s.cfg.Buckets), SlotsFree: int64(s.cfg.Buckets) - int64(s.keys),
+		Memory: int64(s.cfg.Memory), MemoryFree: int64(uint64(s.mr.Len())-s.bump) + int64(s.freeBytes),
+		Ops: map[string]uint64{"put": s.puts, "delete": s.dels}}
 }

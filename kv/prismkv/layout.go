@@ -10,21 +10,43 @@ import (
 // a slot to its item:
 //
 //	[0, 16·Slots)   slots ⟨item address, item length⟩ (bounded pointers)
-//	emptyOff        the empty item every unused slot points to
+//	emptyOff        the empty item unused slots point to; at +32 the free
+//	                item slots point to once their key is deleted
+//	distOff         the farthest any key was put from its home slot
+//	lockOff         one lock word per segment of segSlots slots
 //	ringOff         the return ring clients give old items back through
 //	poolOff …       item buffers, posted to the free lists (prism.Pool)
 //
-// Item: u16 key length | u8 flags (bit 0 tombstone, bit 1 empty) | u8 0 |
-// u32 value length | key | value. A key keeps its slot forever (a DELETE
-// installs a tombstone item), so a slot that once held a key always
-// does: GETs and PUTs may go straight to a cached slot.
+// Item: u16 key length | u8 flags (bit 0 tombstone (no longer written),
+// bit 1 empty, bit 2 free) | u8 0 | u32 value length | key | value. A slot is empty (never
+// used: it ends every probe sequence through it), holds a key's item, or
+// is free (its key was deleted: probes pass it, a new key may take it).
 const (
 	slotSize  = 16
 	itemHead  = 8
-	flagTomb  = 1
+	flagTomb  = 1 // no longer written: a DELETE frees the slot
 	flagEmpty = 2
+	flagFree  = 4
 	maxItem   = itemHead + kv.MaxKey + kv.MaxValue
 )
+
+// Addresses relative to the empty item (the node's info carries only
+// it), and the table's fixed shape.
+const (
+	freeItemOff = 32 // the free item, 32-byte aligned for the key check's indirect CAS
+	// distOff is a word that bounds probe sequences: the farthest (in
+	// slots) any key was ever put from its home slot. An insert raises it
+	// (an atomic max) before its CAS, so a lookup that read it and probed
+	// that far has seen every slot its key could be in.
+	distOff = 64
+	lockOff = 128 // the first segment's lock word
+	// segSlots slots share a lock: a client inserting a new key holds
+	// the lock of its key's home segment (install.go, claim).
+	segSlots = 64
+)
+
+// segments is the number of lock segments of a table of slots slots.
+func segments(slots int) int { return (slots + segSlots - 1) / segSlots }
 
 // itemLen is the size of the item of key and value.
 func itemLen(key, value int) int { return itemHead + key + value }

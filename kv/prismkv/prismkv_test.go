@@ -2,9 +2,12 @@ package prismkv_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/kvtest"
 	"github.com/rdmakit/rdmakit/kv/prismkv"
 	_ "github.com/rdmakit/rdmakit/transport/tcp"
@@ -77,5 +80,71 @@ func TestItemsRecycled(t *testing.T) {
 	}
 	if c.CacheHits() < 19000 {
 		t.Errorf("%d cache hits for 20000 PUTs to 4 keys", c.CacheHits())
+	}
+}
+
+// TestSlotsReused: a node whose every slot has held a key, all of them
+// deleted since, takes as many new keys again: a DELETE frees its slot.
+func TestSlotsReused(t *testing.T) {
+	const slots = 256
+	_, srv, cs := node(t, "loop", prismkv.Config{Slots: slots, Memory: 16 << 20}, 1)
+	c, ctx := cs[0], context.Background()
+	for round := 0; round < 3; round++ {
+		for i := 0; i < slots; i++ {
+			if err := c.Put(ctx, []byte(fmt.Sprintf("r%d-%d", round, i)), []byte("v")); err != nil {
+				t.Fatalf("round %d: put %d of %d: %v", round, i, slots, err)
+			}
+		}
+		if err := c.Put(ctx, []byte("one too many"), nil); !errors.Is(err, kv.ErrFull) {
+			t.Fatalf("round %d: a put into a full table: %v", round, err)
+		}
+		if st := srv.NodeStats(); st.Keys != slots || st.SlotsFree != 0 {
+			t.Fatalf("round %d full: %+v", round, st)
+		}
+		for i := 0; i < slots; i++ {
+			if err := c.Delete(ctx, []byte(fmt.Sprintf("r%d-%d", round, i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if st := srv.NodeStats(); st.Keys != 0 || st.SlotsFree != slots {
+			t.Fatalf("round %d emptied: %+v", round, st)
+		}
+		if _, err := c.Get(ctx, []byte(fmt.Sprintf("r%d-7", round)), nil); !errors.Is(err, kv.ErrNotFound) {
+			t.Fatalf("round %d: a deleted key: %v", round, err)
+		}
+	}
+}
+
+// TestChurnLinearizable: keys deleted and re-inserted without end, far
+// more distinct keys than the node has slots, from 4 clients: every
+// history is linearizable and no insert finds the node full.
+func TestChurnLinearizable(t *testing.T) {
+	for _, scheme := range []string{"loop", "tcp"} {
+		t.Run(scheme, func(t *testing.T) {
+			_, _, cs := node(t, scheme, prismkv.Config{Slots: 128, Memory: 32 << 20}, 4)
+			kvtest.Linearizable(t, kvtest.Stores(cs), kvtest.LinConfig{Churn: true, Keys: 16, Ops: 6000})
+		})
+	}
+}
+
+// TestCloseReturnsItems: the items a client replaced and had not yet
+// returned go back to the node when it closes, not lost until the node
+// restarts (a node serving many short clients leaked one or more each).
+func TestCloseReturnsItems(t *testing.T) {
+	_, srv, cs := node(t, "loop", prismkv.Config{Slots: 64, Memory: 8 << 20}, 1)
+	c, ctx := cs[0], context.Background()
+	for i := 0; i < 3; i++ { // 2 replaced items, then a deleted one: 3 to return
+		if err := c.Put(ctx, []byte("k"), []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Delete(ctx, []byte("k")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for deadline := time.Now().Add(5 * time.Second); srv.Stats().Returned < 3; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %+v after the client closed, want 3 returned", srv.Stats())
+		}
 	}
 }

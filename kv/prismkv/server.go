@@ -9,7 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
+	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/prism"
 	"github.com/rdmakit/rdmakit/rpc"
 	"github.com/rdmakit/rdmakit/verbs"
@@ -18,7 +20,7 @@ import (
 // Config sizes a PRISM-KV node.
 type Config struct {
 	// Slots is the number of index slots (default 1<<16): the most keys
-	// the node holds (a deleted key keeps its slot).
+	// the node holds at once. A deleted key's slot takes a new key.
 	Slots int
 	// Memory is the bytes for items (default 128 MiB).
 	Memory int
@@ -93,7 +95,7 @@ func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
 	cfg.defaults()
 	emptyOff := uint64(cfg.Slots * slotSize)
 	emptyOff = (emptyOff + 63) &^ 63
-	ringOff := emptyOff + 64
+	ringOff := (emptyOff + lockOff + uint64(8*segments(cfg.Slots)) + 63) &^ 63 // after the distance word and the locks
 	poolOff := ringOff + uint64(prism.ReturnRingSize(cfg.ReturnSlots))
 	poolOff = (poolOff + maxBuf - 1) &^ (maxBuf - 1)
 	mr, err := pd.AllocMR(int(poolOff)+cfg.Memory, verbs.AccessAll)
@@ -102,6 +104,7 @@ func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
 	}
 	b := mr.Bytes()
 	putItem(b[emptyOff:], nil, nil, flagEmpty)
+	putItem(b[emptyOff+freeItemOff:], nil, nil, flagFree)
 	empty := mr.Addr() + emptyOff
 	for i := 0; i < cfg.Slots; i++ {
 		binary.NativeEndian.PutUint64(b[i*slotSize:], empty)
@@ -189,4 +192,35 @@ func (s *Server) Stats() prism.PoolStats { return s.pool.Stats() }
 func (s *Server) Close() error {
 	s.closed.Do(func() { close(s.stop); <-s.done })
 	return s.mr.Deregister()
+}
+
+// NodeStats counts, by looking at the node's memory, the slots that hold
+// a key with a value and the slots free for a new key; Ops counts the
+// item buffers clients returned and the node recycled. The slots are read
+// while clients change them: the counts are a moment's, not a snapshot.
+func (s *Server) NodeStats() kv.NodeStats {
+	b := s.mr.Bytes()
+	var keys, free int64
+	for i := 0; i < s.cfg.Slots; i++ {
+		p := atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[i*slotSize])))
+		switch fl := s.itemFlags(p); {
+		case fl&(flagEmpty|flagFree) != 0:
+			free++
+		case fl&flagTomb == 0:
+			keys++
+		}
+	}
+	st := s.pool.Stats()
+	return kv.NodeStats{Keys: keys, Slots: int64(s.cfg.Slots), SlotsFree: free, Memory: int64(s.cfg.Memory), MemoryFree: -1,
+		Ops: map[string]uint64{"items_returned": st.Returned, "items_recycled": st.Recycled}}
+}
+
+// itemFlags are the flags of the item at address p (0 when p is outside
+// the region).
+func (s *Server) itemFlags(p uint64) byte {
+	off := p - s.mr.Addr()
+	if p < s.mr.Addr() || off+itemHead > uint64(s.mr.Len()) {
+		return 0
+	}
+	return s.mr.Bytes()[off+2]
 }

@@ -1,8 +1,10 @@
 package race
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
+	"slices"
 	"time"
 )
 
@@ -74,4 +76,73 @@ func (c *Client) freeBlock(addr uint64, n int, reachable bool) {
 		c.free[units] = append(c.free[units], addr)
 	}
 	c.amu.Unlock()
+}
+
+// returnMemory gives the node back, as a client closes, what it holds of
+// the node's memory and no slot points to: the rest of its current chunk
+// and its free blocks (those still in their grace time too: the node
+// holds given-back memory back as long). It runs only once no operation
+// is under way (waiting at most half a second for them; after that the
+// memory stays lost to the node) and closes the client to new ones.
+// Memory of a client that dies without closing is lost to the node.
+func (c *Client) returnMemory() {
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for !c.life.TryLock() {
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	defer c.life.Unlock()
+	if c.closed.Swap(true) || c.rpc == nil {
+		return
+	}
+	c.amu.Lock()
+	var rs []freeRange
+	if c.end > c.chunk {
+		rs = append(rs, freeRange{c.chunk, c.end - c.chunk})
+	}
+	c.chunk, c.end = 0, 0
+	for units, l := range c.free {
+		for _, a := range l {
+			rs = append(rs, freeRange{a, uint64(units * blockUnit)})
+		}
+	}
+	for _, f := range c.grace {
+		rs = append(rs, freeRange{f.addr, uint64(f.units * blockUnit)})
+	}
+	c.free, c.grace = map[int][]uint64{}, nil
+	c.amu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var req [4 * 12]byte // 4 ranges fit the smallest RPC message
+	for rs = mergeRanges(rs); len(rs) > 0; {
+		k := 0
+		for ; k < 4 && len(rs) > 0; k, rs = k+1, rs[1:] {
+			binary.LittleEndian.PutUint64(req[12*k:], rs[0].addr)
+			binary.LittleEndian.PutUint32(req[12*k+8:], uint32(rs[0].n))
+		}
+		c.rpcs.Add(1)
+		if _, err := c.rpc.Call(ctx, methodFree, req[:12*k], nil); err != nil {
+			return
+		}
+	}
+}
+
+// freeRange is memory a client gives back.
+type freeRange struct{ addr, n uint64 }
+
+// mergeRanges sorts rs and merges the ranges that touch, each at most
+// 4 GiB - 64 (a u32 length).
+func mergeRanges(rs []freeRange) []freeRange {
+	slices.SortFunc(rs, func(a, b freeRange) int { return cmp.Compare(a.addr, b.addr) })
+	out := rs[:0]
+	for _, r := range rs {
+		if k := len(out) - 1; k >= 0 && out[k].addr+out[k].n == r.addr && out[k].n+r.n < 1<<32 {
+			out[k].n += r.n
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }

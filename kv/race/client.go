@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/internal/remote"
@@ -40,6 +41,12 @@ type ClientConfig struct {
 	// throttling. The connection given to NewClient then carries only the
 	// RPCs. Nil: the lists go on that connection too.
 	Runtime *smart.Runtime
+	// Lease is how long a subtable's split lock, the directory lock or a
+	// subtable's writer count may stay unchanged before other clients
+	// presume their holder dead and take over (default 1 s; every client
+	// of a node should use the same). See "Failures" in the package
+	// documentation.
+	Lease time.Duration
 }
 
 // Client is a RACE hashing client: every operation is one-sided. It
@@ -52,9 +59,17 @@ type Client struct {
 	rkey   uint32
 	id     uint64
 	closed atomic.Bool
-	rpcs   atomic.Uint64
-	once   sync.Once
-	life   sync.RWMutex
+	// bg bounds the requests a client sends while it holds something in
+	// the table (a writer count, a lock): they finish even when the
+	// caller's context ends, and end only when the client closes.
+	bg    context.Context
+	stop  context.CancelFunc
+	epoch atomic.Uint64 // the client's lease epochs (lease.go)
+	smu   sync.Mutex    // seen
+	seen  map[uint64]sighting
+	rpcs  atomic.Uint64
+	once  sync.Once
+	life  sync.RWMutex
 
 	dmu   sync.RWMutex
 	depth uint
@@ -82,6 +97,9 @@ const (
 	offCAS   = 8
 	offEntry = 16
 	offDepth = 24
+	offTest  = 32 // a guard's masked CAS returns the word it tested here
+	offTest2 = 40 // and a second guard in the same list here
+	offLease = 48 // a lease word to write (lease.go)
 	offC1    = 64
 	offC2    = offC1 + 2*bucketBytes
 	offBlock = offC2 + 2*bucketBytes
@@ -98,7 +116,10 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 	if cfg.Slots <= 0 {
 		cfg.Slots = 16
 	}
-	c := &Client{cfg: cfg, id: rand.Uint64() | 1, free: map[int][]uint64{}}
+	if cfg.Lease <= 0 {
+		cfg.Lease = time.Second
+	}
+	c := &Client{cfg: cfg, id: rand.Uint64() | 1, free: map[int][]uint64{}, seen: map[uint64]sighting{}}
 	if cfg.Backoff != nil {
 		c.bo = smart.NewBackoff(*cfg.Backoff)
 	}
@@ -125,6 +146,7 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 		}
 		c.rpc, c.ops = rc, ops
 	}
+	c.bg, c.stop = context.WithCancel(context.Background())
 	var err error
 	if c.dirMR, err = pd.AllocMR(max(8<<MaxDepth, subtableSize)+64, verbs.AccessLocalWrite); err != nil {
 		c.Close()
@@ -159,7 +181,10 @@ func (c *Client) do(ctx context.Context, s remote.Slot, wrs []verbs.SendWR) erro
 	if err != nil {
 		return err
 	}
-	if wc.Status != verbs.StatusSuccess {
+	// A CONDITIONAL request whose guard failed completes skipped: the
+	// caller tells from the buffers (a guard's word, a CAS result left
+	// as it was).
+	if wc.Status != verbs.StatusSuccess && wc.Status != verbs.StatusSkipped {
 		return fmt.Errorf("%w: %v: %w", kv.ErrUnreachable, wc.Opcode, wc.Status.Err())
 	}
 	return nil
@@ -204,6 +229,16 @@ func (c *Client) Delete(ctx context.Context, key []byte) error {
 	return c.write(ctx, key, nil, true)
 }
 
+// putBack releases slot s after a request list failed with err, unless
+// the list's context ended: the Poster then releases the slot itself once
+// the list completes (a second release would hand one buffer to two
+// operations).
+func (c *Client) putBack(s remote.Slot, err error) {
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		c.ops.Release(s)
+	}
+}
+
 // mapErr turns RPC and connection errors into kv's.
 func (c *Client) mapErr(err error) error { return remote.MapErr(err, c.closed.Load()) }
 
@@ -214,7 +249,9 @@ func (c *Client) RoundTrips() uint64 { return c.ops.Trips() + c.rpcs.Load() }
 // Close implements kv.Store.
 func (c *Client) Close() error {
 	c.once.Do(func() {
+		c.returnMemory()
 		c.closed.Store(true)
+		c.stop() // requests under bg end now
 		c.rpc.Close()
 		c.life.Lock()
 		if c.ops != nil {

@@ -20,6 +20,9 @@ func (c *Client) refresh(ctx context.Context) error {
 	return c.refreshLocked(ctx)
 }
 
+// refreshLocked is refresh under c.rmu. Its READs run under c.bg: the
+// directory lands in c.dirMR, which a split uses next, so a READ must
+// never be left in flight by a caller that gave up.
 func (c *Client) refreshLocked(ctx context.Context) error {
 	s, err := c.ops.Acquire(ctx)
 	if err != nil {
@@ -28,9 +31,10 @@ func (c *Client) refreshLocked(ctx context.Context) error {
 	rd := func(addr uint64, n int, dst verbs.SGE) error {
 		dst.Length = uint32(n)
 		w := []verbs.SendWR{{Opcode: verbs.OpRead, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{dst}, RemoteAddr: addr, RKey: c.rkey}}
-		return c.do(ctx, s, w)
+		return c.do(c.bg, s, w)
 	}
 	if err := rd(c.base, 8, s.SGE(offDepth, 8)); err != nil {
+		c.putBack(s, err)
 		return c.mapErr(err)
 	}
 	d := uint(binary.NativeEndian.Uint64(s.Buf[offDepth:]))
@@ -44,6 +48,7 @@ func (c *Client) refreshLocked(ctx context.Context) error {
 	}
 	dst := verbs.SGE{Addr: c.dirMR.Addr(), LKey: c.dirMR.LKey()}
 	if err := rd(c.base+dirOff, 8<<d, dst); err != nil {
+		c.putBack(s, err)
 		return c.mapErr(err)
 	}
 	c.ops.Release(s)

@@ -19,7 +19,7 @@
 // (the node and its clients share it). Block headers are little-endian.
 //
 //	[0:8)           global depth (1 to MaxDepth = 16)
-//	[8:16)          directory lock: 0 free, else the holder's client id
+//	[8:16)          directory lock: 0 free, else the holder's lease word (id, epoch)
 //	[64:524352)     directory: 1<<16 entries of 8 bytes (the first 1<<depth are used)
 //	[524352: …)     subtables and client block chunks, bump-allocated by RPC, 64-byte aligned
 //
@@ -38,6 +38,7 @@
 //	              32–37 local depth,
 //	              bit 38 split lock, 40–63 suffix (the directory index bits
 //	              all the subtable's keys share)
+//	lease word (the next 8): the split lock holder's id and epoch
 //
 //	slot          63     56 55       48 47                        0
 //	             ┌─────────┬───────────┬───────────────────────────┐
@@ -118,20 +119,26 @@
 //
 // # The node's CPU
 //
-// It answers two RPCs (Server). One is the region's address and rkey, at
-// connect. The other is "alloc n bytes", for 1 MiB block chunks and for
-// new subtables. Server.CPU is the time spent in the second. Nothing else
-// runs there: lookups, inserts, updates, deletes and splits are all the
-// clients' one-sided operations.
+// It answers three RPCs (Server). One is the region's address and rkey,
+// at connect. One is "alloc n bytes", for 1 MiB block chunks and for new
+// subtables. The last is "free these ranges": a closing client gives back
+// the rest of its chunk and its free blocks. The node holds them back for
+// 200 ms (a GET may still read a block freed just before), then reuses
+// them, merged with their neighbours (pool.go). Server.CPU is the time
+// spent in the last two. Nothing else runs there: lookups, inserts,
+// updates, deletes and splits are all the clients' one-sided operations.
 //
 // # Resizing
 //
 // Splits run while other clients go on (split.go). The splitter locks the
-// subtable (CAS the lock bit) and waits for its writers to leave. It
+// subtable (CAS the lock bit, and its lease word beside it) and waits for
+// its writers to leave (one lease at most). It
 // copies the keys whose next hash bit is 1 into a new subtable, at the
 // same positions. Under the directory lock it doubles the directory if
 // needed, and it repoints and versions the entries. Then it clears the
-// moved slots from the old subtable and unlocks it with the new depth.
+// moved slots from the old subtable and unlocks it with the new depth,
+// then unlocks the new subtable (created locked, so that no writer
+// changes a moved key while its old copy is still there).
 // Readers never wait. Writers that find the lock leave, back off and
 // refresh their directory.
 //
@@ -155,17 +162,37 @@
 //     for 1000 attempts and 30 s fails with kv.ErrUnreachable.
 //   - A full table. A subtable whose four buckets are full is split. A
 //     subtable already at depth 16 cannot split: kv.ErrFull. So does a node
-//     whose memory (Config.Memory) is used up. Memory is never given back
-//     to the node, and a freed block of 255 units (16,320 bytes) or more is
-//     not reused.
+//     whose memory (Config.Memory) is used up. A client that closes gives
+//     its unused memory back; one that dies without closing keeps it from
+//     the node (up to its 1 MiB chunk and its free blocks). A freed block
+//     of 255 units (16,320 bytes) or more is not reused.
 //   - A failed connection. A completion error fails the client's
 //     connection: kv.ErrUnreachable for every operation.
-//   - A client that dies inside a subtable. It never leaves: its writer
-//     count stays in the control word, and a split of that subtable waits
-//     for it. A client that dies while holding a subtable's split lock or
-//     the directory lock leaves them held. Nothing recovers these today.
-//     The subtable, or every split, stays blocked until the node
-//     restarts.
+//   - A cancelled operation. Until it registers as a writer, an
+//     operation honours its caller's context. From the entering
+//     FETCH_AND_ADD to the leaving one, and for a whole split, its
+//     requests run under the client's own context (ended by Close): it
+//     leaves the subtable, or finishes the split, before it returns the
+//     caller's error. A request list whose caller gave up keeps its slot
+//     (buffer) until its completion arrives, and the Poster hands the
+//     slot back then, once.
+//   - A client that dies holding something in the table. Nothing on the
+//     node watches clients: the others recover, with leases
+//     (ClientConfig.Lease, 1 s by default), each on its own clock. A split
+//     lock carries a lease word (the holder's id and an epoch, at byte 8
+//     of the subtable's control bytes) that the splitter renews every
+//     quarter lease; the directory lock is such a word. A client that
+//     sees the same word on a lock for a whole lease takes it over by CAS
+//     and finishes the split (when the directory already points at both
+//     halves) or unlocks the subtable at its depth. Every change a
+//     splitter makes is CONDITIONAL on its lease word still being there,
+//     so a slow splitter that was taken over changes nothing more. A dead
+//     writer's count stays in the control word: a split waits one lease
+//     for the writers inside, then goes on, and every writer's slot CAS
+//     is CONDITIONAL on the control word still showing the lock clear and
+//     the depth it entered on. Not covered: a request list that stops at
+//     the node between such a guard and the request after it for more
+//     than a lease (lease.go).
 //   - A node restart loses the table: it lives only in the node's memory
 //     (docs/kv.md, Durability).
 //
@@ -199,6 +226,7 @@
 // layout.go (region, words, blocks), server.go (the node), client.go (the
 // type and GET / PUT / DELETE entry points), dir.go (directory cache),
 // read.go (buckets, blocks, GET), write.go (PUT and DELETE by step),
-// split.go (resizing by step), alloc.go (block memory), cache.go
+// split.go (resizing by step), lease.go (what clients hold, and taking
+// it over from dead ones), alloc.go (block memory), cache.go
 // (SlotCache), speculate.go (Smart-HT's speculative GET and PUT).
 package race

@@ -10,7 +10,7 @@ import (
 // The node's region:
 //
 //	[0:8)     global depth
-//	[8:16)    directory lock (0 free, else the holder's id)
+//	[8:16)    directory lock (0 free, else the holder's lease word)
 //	[64: …)   directory: 1<<MaxDepth entries of 8 bytes
 //	…         subtables and clients' block chunks (allocated by RPC)
 //

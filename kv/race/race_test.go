@@ -147,3 +147,22 @@ func TestLinearizable(t *testing.T) {
 		})
 	}
 }
+
+// TestRoundTripsCountSplitRPCs: RoundTrips counts every RPC, the new
+// subtable's of a split too: the node's memory handed out is exactly
+// the first subtables, one subtable per split and one chunk per other
+// RPC.
+func TestRoundTripsCountSplitRPCs(t *testing.T) {
+	_, srv, cs := node(t, "loop", race.Config{Depth: 1}, 1, nil)
+	c := cs[0]
+	for i := 0; c.Splits() < 2; i++ {
+		if err := c.Put(context.Background(), []byte(fmt.Sprintf("key-%d", i)), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	splits := c.Splits()
+	chunks := (srv.Used() - (2+splits)*race.SubtableSize) / race.ChunkSize
+	if got, want := c.RPCs(), chunks+splits; got != want {
+		t.Errorf("%d RPCs counted, want %d (%d chunks, %d splits)", got, want, chunks, splits)
+	}
+}

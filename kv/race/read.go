@@ -134,6 +134,7 @@ func (c *Client) get(ctx context.Context, key, dst []byte) ([]byte, error) {
 			return dst, c.mapErr(err)
 		}
 		if err := c.readBuckets(ctx, s, dirAddr(e), p, false); err != nil {
+			c.putBack(s, err)
 			return dst, c.mapErr(err)
 		}
 		cs := candidates(s, dirAddr(e), p, cands[:0])
@@ -143,6 +144,7 @@ func (c *Client) get(ctx context.Context, key, dst []byte) ([]byte, error) {
 			continue
 		}
 		if err != nil {
+			c.putBack(s, err)
 			return dst, c.mapErr(err)
 		}
 		if ok {
@@ -155,6 +157,7 @@ func (c *Client) get(ctx context.Context, key, dst []byte) ([]byte, error) {
 		c.misses.Add(1)
 		st, err := c.stale(ctx, s, d, i, e)
 		if err != nil {
+			c.putBack(s, err)
 			return dst, c.mapErr(err)
 		}
 		c.ops.Release(s)

@@ -22,10 +22,12 @@ type Config struct {
 	Memory int
 }
 
-// RPC methods: the layout, and memory for subtables and block chunks.
+// RPC methods: the layout, memory for subtables and block chunks, and
+// memory given back.
 const (
 	methodInfo  = 1
 	methodAlloc = 2
+	methodFree  = 3
 )
 
 // Server is a RACE node: all operations on its hash table are clients'
@@ -39,6 +41,11 @@ type Server struct {
 	mu   sync.Mutex
 	bump uint64
 	cpu  atomic.Int64
+
+	allocs uint64 // memory RPCs served, under mu
+	frees  uint64 // ranges given back, under mu
+	ext    extents
+	held   []held // given back, in quarantine, oldest first
 }
 
 // CPU is the time the node's CPU spent on the store: handing out memory
@@ -81,12 +88,24 @@ func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
 		s.cpu.Add(int64(time.Since(t0)))
 		return n, err
 	})
+	s.rpc.Handle(methodFree, func(req, resp []byte) (int, error) {
+		t0 := time.Now()
+		n, err := s.freeRPC(req, resp)
+		s.cpu.Add(int64(time.Since(t0)))
+		return n, err
+	})
 	return s, nil
 }
 
 func (s *Server) alloc(n int) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.release(time.Now())
+	if off, ok := s.ext.fit(uint64(n)); ok {
+		s.ext.remove(off, uint64(n))
+		clear(s.mr.Bytes()[off : off+uint64(n)]) // handed out zeroed, as from bump
+		return off, nil
+	}
 	off := (s.bump + 63) &^ 63
 	if off+uint64(n) > uint64(s.mr.Len()) {
 		return 0, fmt.Errorf("%w: %d bytes of memory used", kv.ErrFull, s.bump-s.heap)
@@ -114,6 +133,9 @@ func (s *Server) allocRPC(req, resp []byte) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	s.mu.Lock()
+	s.allocs++
+	s.mu.Unlock()
 	binary.LittleEndian.PutUint64(resp, s.mr.Addr()+off)
 	return 8, nil
 }
@@ -148,3 +170,18 @@ func (s *Server) Subtables() int {
 
 // Close releases the region.
 func (s *Server) Close() error { return s.mr.Deregister() }
+
+// NodeStats: the block and subtable memory not handed out (given-back
+// memory in quarantine included), and the memory RPCs served. Keys live in slots clients change one-sidedly; the
+// node does not count them.
+func (s *Server) NodeStats() kv.NodeStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.release(time.Now())
+	free := uint64(s.mr.Len()) - s.bump + s.ext.bytes
+	for _, h := range s.held {
+		free += h.n
+	}
+	return kv.NodeStats{Keys: -1, Slots: -1, SlotsFree: -1, Memory: int64(s.cfg.Memory),
+		MemoryFree: int64(free), Ops: map[string]uint64{"alloc": s.allocs, "free": s.frees}}
+}

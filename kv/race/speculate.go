@@ -40,6 +40,7 @@ func (sc *SlotCache) get(c *Client, ctx context.Context, key, dst []byte) ([]byt
 		{Opcode: verbs.OpRead, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{s.SGE(offBlock, n)}, RemoteAddr: slotAddr(x.word), RKey: c.rkey},
 	}
 	if err := c.do(ctx, s, w); err != nil {
+		c.putBack(s, err)
 		return dst, false // the full lookup reports the error
 	}
 	cur := binary.NativeEndian.Uint64(s.Buf[offCAS:])
@@ -67,6 +68,7 @@ func (sc *SlotCache) get(c *Client, ctx context.Context, key, dst []byte) ([]byt
 			return dst, false
 		}
 		if err != errRetry {
+			c.putBack(s, err)
 			return dst, false
 		}
 	}
@@ -110,6 +112,9 @@ func (c *Client) specPut(ctx context.Context, key, value []byte, p place, x cand
 	w[3].Atomic.Compare[0], w[3].Atomic.Swap[0] = x.word, newWord
 	w[4].Atomic.Swap[0] = ^uint64(0)
 	if err := c.do(ctx, s, w); err != nil {
+		// The list enters and leaves the subtable by itself: a caller
+		// that gave up strands nothing but the block.
+		c.putBack(s, err)
 		return false, 0, c.mapErr(err)
 	}
 	cur := binary.NativeEndian.Uint64(s.Buf[offCAS:])
@@ -160,6 +165,7 @@ func (c *Client) specWrite(ctx context.Context, key, value []byte, p place, x ca
 		}
 		_, mine, err := c.readKey(ctx, s, cur, key)
 		if err != nil && !errors.Is(err, errRetry) {
+			c.putBack(s, err)
 			return false, c.mapErr(err)
 		}
 		c.ops.Release(s)

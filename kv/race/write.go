@@ -34,7 +34,8 @@ type writeOp struct {
 	key, value []byte
 	del        bool
 	p          place
-	n          int // the new block's length
+	n          int    // the new block's length
+	blk        uint64 // a PUT's block, allocated before any attempt; 0 once installed
 }
 
 // retry is a write's state across attempts.
@@ -63,11 +64,23 @@ func (c *Client) write(ctx context.Context, key, value []byte, del bool) error {
 				return err
 			}
 		}
+		// The block comes before any attempt: no RPC runs while the
+		// client holds a writer count in a subtable.
+		blk, err := c.allocBlock(ctx, op.n)
+		if err != nil {
+			return err
+		}
+		op.blk = blk
+		defer func() {
+			if op.blk != 0 { // never installed: never reachable
+				c.freeBlock(op.blk, op.n, false)
+			}
+		}()
 	}
 	var cands [4 * bucketSlots]candidate
 	r := retry{backoff: 20 * time.Microsecond, start: time.Now()}
 	for attempt := 0; ; attempt++ {
-		if err := c.pause(&r, attempt); err != nil {
+		if err := c.pause(ctx, &r, attempt); err != nil {
 			return err
 		}
 		done, err := c.attempt(ctx, &op, &r, cands[:0])
@@ -79,8 +92,11 @@ func (c *Client) write(ctx context.Context, key, value []byte, del bool) error {
 
 // pause waits before an attempt: Smart's conflict avoidance after a lost
 // CAS when configured, else RACE's backoff once contended (after 8
-// attempts). It gives up after 1000 attempts and 30 s.
-func (c *Client) pause(r *retry, attempt int) error {
+// attempts). It gives up after 1000 attempts and 30 s, or when ctx ends.
+func (c *Client) pause(ctx context.Context, r *retry, attempt int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if attempt > 1000 && time.Since(r.start) > 30*time.Second {
 		return fmt.Errorf("%w: a write kept losing its races for %v", kv.ErrUnreachable, time.Since(r.start).Round(time.Second))
 	}
@@ -97,7 +113,10 @@ func (c *Client) pause(r *retry, attempt int) error {
 }
 
 // attempt runs one try of op, steps 1 to 5; false and no error: try
-// again.
+// again. From the enter on the client holds a writer count in the
+// subtable, so its requests run under c.bg, not ctx: a caller that gives
+// up cannot strand the count. ctx is looked at between the steps that
+// change nothing; once the CAS is out, the write finishes.
 func (c *Client) attempt(ctx context.Context, op *writeOp, r *retry, cands []candidate) (bool, error) {
 	_, _, e := c.entry(op.p.h)
 	sub := dirAddr(e)
@@ -106,23 +125,30 @@ func (c *Client) attempt(ctx context.Context, op *writeOp, r *retry, cands []can
 		return false, c.mapErr(err)
 	}
 	// 1. Enter.
-	if err := c.readBuckets(ctx, s, sub, op.p, true); err != nil {
+	if err := c.readBuckets(c.bg, s, sub, op.p, true); err != nil {
+		c.putBack(s, err)
 		return false, c.mapErr(err)
 	}
-	if locked, stale := entered(s, e, op.p); locked || stale {
+	c.hook(hookEntered)
+	ctl := binary.NativeEndian.Uint64(s.Buf[offCtl:])
+	if locked, stale := entered(ctl, e, op.p); locked || stale {
 		return false, c.retreat(ctx, s, sub, locked, r)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, c.leaveWith(s, sub, err)
 	}
 	// 2. Locate.
 	cs := candidates(s, sub, op.p, cands)
-	x, _, found, err := c.find(ctx, s, cs, op.p, op.key)
+	x, _, found, err := c.find(c.bg, s, cs, op.p, op.key)
 	if errors.Is(err, errRetry) {
-		return false, c.leave(ctx, s, sub)
+		return false, c.leave(s, sub)
 	}
 	if err != nil {
+		c.putBack(s, err)
 		return false, c.mapErr(err)
 	}
 	if op.del && !found {
-		return true, c.leave(ctx, s, sub)
+		return true, c.leave(s, sub)
 	}
 	target, old := x.addr, x.word
 	if !found {
@@ -130,26 +156,31 @@ func (c *Client) attempt(ctx context.Context, op *writeOp, r *retry, cands []can
 			return false, c.grow(ctx, s, sub, r)
 		}
 	}
+	if err := ctx.Err(); err != nil {
+		return false, c.leaveWith(s, sub, err)
+	}
 	// 3. Install.
-	newWord, blk, won, err := c.install(ctx, s, op, sub, target, old, found)
+	newWord, won, err := c.install(s, op, sub, ctl, target, old, found)
 	if err != nil {
+		op.blk = 0 // perhaps reachable: leave it
+		c.putBack(s, err)
 		return false, err
 	}
 	if !won {
 		r.lost++
-		if !op.del {
-			c.freeBlock(blk, op.n, false) // never reachable
-		}
-		return false, c.leave(ctx, s, sub)
+		return false, c.leave(s, sub)
 	}
+	blk := op.blk
+	op.blk = 0
 	// 4. Dedupe.
 	if !found {
-		if err := c.dedupe(ctx, s, op, sub, target, newWord, blk, cands); err != nil {
+		if err := c.dedupe(s, op, sub, ctl, target, newWord, blk, cands); err != nil {
+			c.putBack(s, err)
 			return false, err
 		}
 	}
 	// 5. Leave.
-	if err := c.leave(ctx, s, sub); err != nil {
+	if err := c.leave(s, sub); err != nil {
 		return false, err
 	}
 	if found {
@@ -164,22 +195,24 @@ func (c *Client) attempt(ctx context.Context, op *writeOp, r *retry, cands []can
 	return true, nil
 }
 
-// entered reads the control word the entering FETCH_AND_ADD returned:
+// entered reads the control word ctl the entering FETCH_AND_ADD returned:
 // locked by a split, or stale (its depth or suffix do not match the
 // cached directory entry e: the subtable split since).
-func entered(s remote.Slot, e uint64, p place) (locked, stale bool) {
-	ctl := binary.NativeEndian.Uint64(s.Buf[offCtl:])
+func entered(ctl, e uint64, p place) (locked, stale bool) {
 	return ctl&ctlLock != 0, ctlDepth(ctl) != dirDepth(e) || p.h&(1<<ctlDepth(ctl)-1) != ctlSuffix(ctl)
 }
 
 // retreat leaves a subtable found locked or stale, waits when a split
-// holds it, and refreshes the directory.
+// holds it (taking the split over when its holder's lease ran out), and
+// refreshes the directory.
 func (c *Client) retreat(ctx context.Context, s remote.Slot, sub uint64, locked bool, r *retry) error {
-	if err := c.exit(ctx, s, sub); err != nil {
-		return c.mapErr(err)
+	if err := c.leave(s, sub); err != nil {
+		return err
 	}
-	c.ops.Release(s)
 	if locked {
+		if err := c.expired(ctx, sub); err != nil {
+			return err
+		}
 		r.wait()
 	}
 	return c.refresh(ctx)
@@ -199,7 +232,7 @@ func emptySlot(cs []candidate) uint64 {
 // waiting instead when another client is splitting it; then it refreshes
 // the directory.
 func (c *Client) grow(ctx context.Context, s remote.Slot, sub uint64, r *retry) error {
-	if err := c.leave(ctx, s, sub); err != nil {
+	if err := c.leave(s, sub); err != nil {
 		return err
 	}
 	did, err := c.split(ctx, sub)
@@ -207,68 +240,92 @@ func (c *Client) grow(ctx context.Context, s remote.Slot, sub uint64, r *retry) 
 		return err
 	}
 	if !did { // another client is splitting it
+		if err := c.expired(ctx, sub); err != nil {
+			return err
+		}
 		r.wait()
 	}
 	return c.refresh(ctx)
 }
 
-// install writes op's block out of place and CASes the slot at target
-// from old to the block's word (to 0 for a DELETE), in one list; an
-// insert (found false) reads both combined buckets again in the same
-// list, for dedupe. won false: another writer changed the slot first
-// (blk, never reachable, is the caller's to free).
-func (c *Client) install(ctx context.Context, s remote.Slot, op *writeOp, sub, target, old uint64, found bool) (newWord, blk uint64, won bool, err error) {
-	var w []verbs.SendWR
+// writeGuard is a masked CAS that swaps nothing and holds only while the
+// control word of sub has the lock clear and the depth and suffix of ctl,
+// the word the writer entered on: the CONDITIONAL request after it runs
+// only then. A writer that stalled while a split took the subtable (or
+// finished with it) thus never CASes a slot of a subtable being copied,
+// even once the split stopped waiting for it (lease.go).
+func (c *Client) writeGuard(s remote.Slot, sub, ctl uint64) verbs.SendWR {
+	return guardWR(s, c.rkey, sub, ^uint64(ctlCount), ctl&^ctlCount&^ctlLock)
+}
+
+// guardWR is a masked CAS that swaps nothing: it holds (and the
+// CONDITIONAL request after it runs) only while the word at addr, under
+// mask, equals want. The word lands at offTest.
+func guardWR(s remote.Slot, rkey uint32, addr, mask, want uint64) verbs.SendWR {
+	return verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, SGL: []verbs.SGE{s.SGE(offTest, 8)}, RemoteAddr: addr, RKey: rkey,
+		Atomic: verbs.AtomicArgs{Size: 8, Op: verbs.CmpEqual, Compare: [4]uint64{want}, CompareMask: [4]uint64{mask}}}
+}
+
+// install writes op's block out of place and, guarded by the control
+// word (writeGuard), CASes the slot at target from old to the block's
+// word (to 0 for a DELETE), in one list; an insert (found false) reads
+// both combined buckets again in the same list, for dedupe. won false:
+// another writer changed the slot first, or the guard failed.
+func (c *Client) install(s remote.Slot, op *writeOp, sub, ctl, target, old uint64, found bool) (newWord uint64, won bool, err error) {
+	var w [5]verbs.SendWR
+	n := 0
 	if !op.del {
-		blk, err = c.allocBlock(ctx, op.n)
-		if err != nil {
-			c.exit(ctx, s, sub)
-			c.ops.Release(s)
-			return 0, 0, false, err
-		}
 		putBlock(s.Buf[offNew:], op.key, op.value)
-		newWord = mkSlot(blk, op.n, op.p.fp)
-		w = append(w, verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{s.SGE(offNew, op.n)}, RemoteAddr: blk, RKey: c.rkey})
+		newWord = mkSlot(op.blk, op.n, op.p.fp)
+		w[n] = verbs.SendWR{Opcode: verbs.OpWrite, SGL: []verbs.SGE{s.SGE(offNew, op.n)}, RemoteAddr: op.blk, RKey: c.rkey}
+		n++
 	}
-	cas := verbs.SendWR{Opcode: verbs.OpAtomicCmpAndSwp, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: target, RKey: c.rkey}
-	cas.Atomic.Compare[0], cas.Atomic.Swap[0] = old, newWord
-	w = append(w, cas)
+	w[n] = c.writeGuard(s, sub, ctl)
+	w[n+1] = verbs.SendWR{Opcode: verbs.OpAtomicCmpAndSwp, Flags: verbs.FlagConditional, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: target, RKey: c.rkey}
+	w[n+1].Atomic.Compare[0], w[n+1].Atomic.Swap[0] = old, newWord
+	binary.NativeEndian.PutUint64(s.Buf[offCAS:], ^old) // what a skipped CAS leaves
+	n += 2
 	if !found { // an insert: read the buckets again to catch a concurrent insert of the same key
 		p := op.p
-		w = append(w,
-			verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{s.SGE(offC1, 2*bucketBytes)}, RemoteAddr: sub + uint64(combinedOff(p.group1, p.half1)), RKey: c.rkey},
-			verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{s.SGE(offC2, 2*bucketBytes)}, RemoteAddr: sub + uint64(combinedOff(p.group2, p.half2)), RKey: c.rkey})
+		w[n] = verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{s.SGE(offC1, 2*bucketBytes)}, RemoteAddr: sub + uint64(combinedOff(p.group1, p.half1)), RKey: c.rkey}
+		w[n+1] = verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{s.SGE(offC2, 2*bucketBytes)}, RemoteAddr: sub + uint64(combinedOff(p.group2, p.half2)), RKey: c.rkey}
+		n += 2
 	}
-	w[len(w)-1].Flags |= verbs.FlagSignaled
-	if err := c.do(ctx, s, w); err != nil {
-		return 0, 0, false, c.mapErr(err)
+	w[n-1].Flags |= verbs.FlagSignaled
+	if err := c.do(c.bg, s, w[:n]); err != nil {
+		return 0, false, c.mapErr(err)
 	}
-	return newWord, blk, binary.NativeEndian.Uint64(s.Buf[offCAS:]) == old, nil
+	return newWord, binary.NativeEndian.Uint64(s.Buf[offCAS:]) == old, nil
 }
 
 // dedupe settles a concurrent insert of the same key, from the buckets
-// install read again: another slot at a lower address with the same key
-// wins, and ours (target, holding newWord) goes by a CAS back to 0 — our
-// PUT ordered before theirs.
-func (c *Client) dedupe(ctx context.Context, s remote.Slot, op *writeOp, sub, target, newWord, blk uint64, cands []candidate) error {
+// install read again (after its CAS). The copy at the lowest address
+// wins: a copy of the key at a lower address makes ours (target, holding
+// newWord) go back to 0 — our PUT ordered before theirs; copies at higher
+// addresses go, and theirs are ordered before ours. Both writers see the
+// two copies or at least the later one does (its read follows both
+// CASes), so no duplicate outlives them both. Every CAS is guarded by the
+// control word (writeGuard).
+func (c *Client) dedupe(s remote.Slot, op *writeOp, sub, ctl, target, newWord, blk uint64, cands []candidate) error {
 	for _, y := range candidates(s, sub, op.p, cands) {
-		if y.addr >= target {
-			break
-		}
-		if y.word == 0 || slotFP(y.word) != op.p.fp {
+		if y.addr == target || y.word == 0 || slotFP(y.word) != op.p.fp {
 			continue
 		}
-		_, dup, err := c.readKey(ctx, s, y.word, op.key)
+		_, dup, err := c.readKey(c.bg, s, y.word, op.key)
 		if err != nil && !errors.Is(err, errRetry) {
 			return c.mapErr(err)
 		}
 		if !dup {
 			continue
 		}
-		undo := []verbs.SendWR{{Opcode: verbs.OpAtomicCmpAndSwp, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: target, RKey: c.rkey}}
-		undo[0].Atomic.Compare[0] = newWord
-		if err := c.do(ctx, s, undo); err != nil {
-			return c.mapErr(err)
+		if y.addr > target { // theirs goes
+			if err := c.clearSlot(s, sub, ctl, y.addr, y.word); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.clearSlot(s, sub, ctl, target, newWord); err != nil {
+			return err
 		}
 		if binary.NativeEndian.Uint64(s.Buf[offCAS:]) == newWord {
 			c.freeBlock(blk, op.n, true)
@@ -276,6 +333,17 @@ func (c *Client) dedupe(ctx context.Context, s remote.Slot, op *writeOp, sub, ta
 		return nil
 	}
 	return nil
+}
+
+// clearSlot CASes the slot at addr from word to 0, guarded by the control
+// word the writer entered on; the word found lands at offCAS (its
+// complement when the guard failed).
+func (c *Client) clearSlot(s remote.Slot, sub, ctl, addr, word uint64) error {
+	w := []verbs.SendWR{c.writeGuard(s, sub, ctl),
+		{Opcode: verbs.OpAtomicCmpAndSwp, Flags: verbs.FlagConditional | verbs.FlagSignaled, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: addr, RKey: c.rkey}}
+	w[1].Atomic.Compare[0] = word
+	binary.NativeEndian.PutUint64(s.Buf[offCAS:], ^word)
+	return c.mapErr(c.do(c.bg, s, w))
 }
 
 // exit leaves a subtable entered by readBuckets: FETCH_AND_ADD -1 on its
@@ -286,14 +354,24 @@ func (c *Client) exit(ctx context.Context, s remote.Slot, sub uint64) error {
 	return c.do(ctx, s, w)
 }
 
-// leave exits subtable sub and releases the slot.
-func (c *Client) leave(ctx context.Context, s remote.Slot, sub uint64) error {
-	err := c.exit(ctx, s, sub)
-	c.ops.Release(s)
+// leave exits subtable sub (under c.bg: the writer count must go back
+// whatever the caller's context says) and gives the slot back.
+func (c *Client) leave(s remote.Slot, sub uint64) error {
+	err := c.exit(c.bg, s, sub)
+	c.putBack(s, err)
 	if err != nil { // (MapErr allocates even for nil)
 		return c.mapErr(err)
 	}
 	return nil
+}
+
+// leaveWith leaves subtable sub and returns cause (the caller's context
+// ended), or leave's own failure.
+func (c *Client) leaveWith(s remote.Slot, sub uint64, cause error) error {
+	if err := c.leave(s, sub); err != nil {
+		return err
+	}
+	return cause
 }
 
 // observe feeds a finished write's lost CASes to the backoff controller.

@@ -92,9 +92,10 @@ type session struct {
 	conn *rpc.ServerConn // once prepared
 }
 
-// Options: the client's CQ, QPCap and full access.
+// Options: the client's CQ, QPCap, full access, and the clients' retry
+// timeout for the node's own SENDs (RPC answers).
 func (s *session) Options() cm.Options {
-	return cm.Options{SendCQ: s.cq, RecvCQ: s.cq, Cap: QPCap, Access: verbs.AccessAll}
+	return cm.Options{SendCQ: s.cq, RecvCQ: s.cq, Cap: QPCap, Access: verbs.AccessAll, Timeout: ClientTimeout}
 }
 
 // Prepare posts the client's receives on its new QP, before the node's

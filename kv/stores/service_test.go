@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,12 +21,14 @@ import (
 )
 
 // TestServiceFreesDepartedClients serves a RACE node on memnode and
-// connects and disconnects Smart-HT and RACE clients: the server tracks
-// no client once they are gone, and a client of another layout or
-// without the token is refused.
+// connects and disconnects Smart-HT and RACE clients, 210 of them, each
+// putting and deleting a key: the server tracks no client once they are
+// gone, the node's free memory is back where it started (each client
+// gives back its chunk as it closes: the node used to be full after 64),
+// and a client of another layout or without the token is refused.
 func TestServiceFreesDepartedClients(t *testing.T) {
 	ctx := context.Background()
-	srv, err := memnode.Start(ctx, memnode.Config{Device: "loop://stores-service/node", CM: "127.0.0.1:0", Token: "t",
+	srv, err := memnode.Start(ctx, memnode.Config{Device: "loop://stores-service/node", CM: "127.0.0.1:0", Token: "t", Metrics: "127.0.0.1:0",
 		Probe: 2 * time.Millisecond, NewService: stores.Service("smart-ht", 1000, 64), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -45,9 +51,9 @@ func TestServiceFreesDepartedClients(t *testing.T) {
 		}
 		return dev, conn, cq, pd, err
 	}
-	// RACE hands each client a chunk of the node's memory that a departed
-	// client does not return: 40 clients fit.
-	const cycles = 40
+	memFree := `rdmakit_kv_memory_free_bytes{store="race"}`
+	free0 := scrape(t, srv.Info().Metrics)[memFree]
+	const cycles = 210
 	for i := range cycles {
 		design := []string{"race", "smart-ht"}[i%2]
 		dev, conn, cq, pd, err := dial(i, memnode.Hello{Service: design, Token: "t"})
@@ -58,7 +64,11 @@ func TestServiceFreesDepartedClients(t *testing.T) {
 		if err != nil {
 			t.Fatalf("client %d: %v", i, err)
 		}
-		if err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		key := []byte(fmt.Sprintf("k%d", i))
+		if err := c.Put(ctx, key, []byte("v")); err != nil {
+			t.Fatalf("client %d: %v", i, err)
+		}
+		if err := c.Delete(ctx, key); err != nil {
 			t.Fatalf("client %d: %v", i, err)
 		}
 		c.Close()
@@ -74,6 +84,13 @@ func TestServiceFreesDepartedClients(t *testing.T) {
 	}
 	if st := srv.Stats(); st.Accepted != cycles || st.Departed != cycles {
 		t.Errorf("stats %+v, want %d accepted and departed", st, cycles)
+	}
+	// Given-back memory waits out a short quarantine.
+	for deadline := time.Now().Add(10 * time.Second); scrape(t, srv.Info().Metrics)[memFree] != free0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("free memory %v after %d clients, %v before", scrape(t, srv.Info().Metrics)[memFree], cycles, free0)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	for i, hello := range []memnode.Hello{{Service: "pilaf", Token: "t"}, {Service: "race"}, {Service: "race", Token: "x"}} {
 		_, _, _, _, err := dial(1000+i, hello)
@@ -157,4 +174,27 @@ func heapAlloc() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// scrape returns the metrics at url as name{labels} → value.
+func scrape(t *testing.T, url string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]float64{}
+	for l := range strings.SplitSeq(string(body), "\n") {
+		if i := strings.LastIndexByte(l, ' '); i > 0 && !strings.HasPrefix(l, "#") {
+			if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
+				m[l[:i]] = v
+			}
+		}
+	}
+	return m
 }

@@ -33,6 +33,8 @@ type Server interface {
 	Attach(qp verbs.QP) (*rpc.ServerConn, error)
 	// CPU is the time the node's own threads spent on the store.
 	CPU() time.Duration
+	// NodeStats are the node's counters (its /metrics).
+	NodeStats() kv.NodeStats
 	// Close releases the node's memory; stop serving first.
 	Close() error
 }
@@ -149,7 +151,7 @@ func ConnectClient(qp verbs.QP, dest string, destQPN uint32) error {
 	if err := qp.Modify(verbs.QPAttr{State: verbs.StateRTR, Dest: dest, DestQPN: destQPN, MinRNRTimer: ClientMinRNR}); err != nil {
 		return err
 	}
-	return qp.Modify(verbs.QPAttr{State: verbs.StateRTS, RNRRetry: ClientRNRRetry})
+	return qp.Modify(verbs.QPAttr{State: verbs.StateRTS, RNRRetry: ClientRNRRetry, Timeout: ClientTimeout})
 }
 
 // The RNR pacing of store clients (ConnectClient, and the kv CLI's dials).
@@ -157,3 +159,12 @@ const (
 	ClientMinRNR   = 5 * time.Millisecond
 	ClientRNRRetry = 6
 )
+
+// ClientTimeout is a store client's retry timeout (ConnectClient, and the
+// kv CLI's dials): a node that does not answer for 8 of them (2 s) fails
+// the connection. The verbs default (64 ms, half a second in all) is an
+// RDMA NIC's; a soft NIC on a loaded machine can be descheduled longer
+// than that, and a client's connection then failed with RETRY_EXC_ERR
+// although the node was alive (churn tests under load, with the race
+// detector).
+const ClientTimeout = 250 * time.Millisecond

@@ -100,8 +100,7 @@ type device struct {
 	maxMsg    int
 
 	mu       sync.Mutex
-	links    map[string]*link
-	linkSnap atomic.Pointer[[]*link]
+	links    nic.LinkTable[*link] // the peers this device dialed, by address
 	sessions map[*session]struct{}
 	sessSnap atomic.Pointer[[]*session]
 	peers    nic.PeerTable
@@ -137,7 +136,6 @@ func open(name string, opts options) (*device, error) {
 		ln:       ln,
 		seg:      seg,
 		maxMsg:   opts.ring / 4,
-		links:    map[string]*link{},
 		sessions: map[*session]struct{}{},
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -158,7 +156,6 @@ func open(name string, opts options) (*device, error) {
 		Quiesce:   d.quiesce,
 	})
 	d.Node = d.node
-	d.linkSnap.Store(&[]*link{})
 	d.sessSnap.Store(&[]*session{})
 	d.wg.Add(3)
 	go d.accept()
@@ -210,7 +207,7 @@ func (d *device) idle() {
 func (d *device) drain() bool {
 	d.drainMu.RLock()
 	did := false
-	for _, l := range *d.linkSnap.Load() {
+	for _, l := range d.links.Snapshot() {
 		if l.poll() {
 			did = true
 		}
@@ -310,16 +307,10 @@ func (d *device) Resolve(address string) (nic.Target, error) {
 	if err != nil || u.Scheme != Scheme || !nameRE.MatchString(u.Host) {
 		return nil, fmt.Errorf("%w: %q is not a shm device address", verbs.ErrBadURI, address)
 	}
-	d.mu.Lock()
-	if l := d.links[address]; l != nil && !l.isDead() {
-		d.mu.Unlock()
-		return l, nil
-	}
-	d.mu.Unlock()
 	if d.closed.Load() {
 		return nil, verbs.ErrClosed
 	}
-	l, err := d.dial(address, u.Host)
+	l, err := d.links.Get(address, func() (*link, error) { return d.dial(address, u.Host) })
 	if errors.Is(err, ErrRejected) || errors.Is(err, ErrProtocol) {
 		return nil, err
 	}
@@ -328,14 +319,6 @@ func (d *device) Resolve(address string) (nic.Target, error) {
 		// requests fail with RETRY_EXC_ERR. The next Resolve dials again.
 		return d.deadLink(address, err), nil
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if old := d.links[address]; old != nil && !old.isDead() {
-		go l.fail(errors.New("duplicate link"))
-		return old, nil
-	}
-	d.links[address] = l
-	d.snapLinksLocked()
 	return l, nil
 }
 
@@ -350,14 +333,6 @@ func (d *device) deadLink(address string, err error) *link {
 	return l
 }
 
-func (d *device) snapLinksLocked() {
-	ls := make([]*link, 0, len(d.links))
-	for _, l := range d.links {
-		ls = append(ls, l)
-	}
-	d.linkSnap.Store(&ls)
-}
-
 func (d *device) snapSessionsLocked() {
 	ss := make([]*session, 0, len(d.sessions))
 	for s := range d.sessions {
@@ -367,14 +342,7 @@ func (d *device) snapSessionsLocked() {
 }
 
 // forget drops a failed link.
-func (d *device) forget(l *link) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.links[l.address] == l {
-		delete(d.links, l.address)
-		d.snapLinksLocked()
-	}
-}
+func (d *device) forget(l *link) { d.links.Forget(l.address, l) }
 
 func (d *device) dropSession(s *session) {
 	d.mu.Lock()
@@ -409,11 +377,8 @@ func (d *device) disconnect(why error) {
 	}
 	d.ln.Close()
 	d.stopOnce.Do(func() { close(d.stop) })
+	links := d.links.Snapshot()
 	d.mu.Lock()
-	links := make([]*link, 0, len(d.links))
-	for _, l := range d.links {
-		links = append(links, l)
-	}
 	sessions := make([]*session, 0, len(d.sessions))
 	for s := range d.sessions {
 		sessions = append(sessions, s)
@@ -465,8 +430,6 @@ func Mapped(dev verbs.Device, address string, rkey uint32) bool {
 	if !ok {
 		return false
 	}
-	d.mu.Lock()
-	l := d.links[address]
-	d.mu.Unlock()
-	return l != nil && !l.isDead() && (*l.maps.Load())[rkey] != nil
+	l, _ := d.links.Lookup(address)
+	return l != nil && !l.Dead() && (*l.maps.Load())[rkey] != nil
 }

@@ -26,7 +26,7 @@ func HoldStripe(dev verbs.Device, peer string, rkey uint32, addr uint64) error {
 		return err
 	}
 	l, ok := t.(*link)
-	if !ok || l.isDead() {
+	if !ok || l.Dead() {
 		return fmt.Errorf("no link to %s", peer)
 	}
 	for deadline := time.Now().Add(5 * time.Second); l.resolve(rkey, addr, 32) == nil; {
@@ -54,7 +54,7 @@ func Connections(dev verbs.Device) int {
 	d := dev.(*device)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return len(d.sessions) + len(d.links)
+	return len(d.sessions) + len(d.links.Snapshot())
 }
 
 // ControlFiles returns duplicates of the control sockets of every
@@ -64,7 +64,7 @@ func ControlFiles(dev verbs.Device) ([]*os.File, error) {
 	d := dev.(*device)
 	d.mu.Lock()
 	var conns []*net.UnixConn
-	for _, l := range d.links {
+	for _, l := range d.links.Snapshot() {
 		if l.conn != nil {
 			conns = append(conns, l.conn)
 		}

@@ -65,14 +65,11 @@ type link struct {
 
 // mapping is one of the peer's regions as this process maps it.
 type mapping struct {
-	slot   uint32
-	live   uint64
-	rkey   uint32
-	pd     uint32
-	access verbs.Access
-	base   uint64
-	mem    []byte
-	seg    *shmem.Segment
+	slot       uint32
+	live       uint64
+	rkey       uint32
+	nic.Region // bytes as mapped here, the peer's address of them, PD and access: what nic.Resolve checks
+	seg        *shmem.Segment
 }
 
 var _ nic.DirectLink = (*link)(nil)
@@ -299,7 +296,7 @@ func (l *link) Remote(src, qpn, rkey uint32, addr, n uint64, need verbs.Access) 
 		// device decides.
 		return nil, 0, false
 	}
-	if st := verbs.QPState(uint8(w >> 24)); st != verbs.StateRTR && st != verbs.StateRTS {
+	if !nic.Receiving(verbs.QPState(uint8(w >> 24))) {
 		return nil, verbs.StatusRetryExcErr, true
 	}
 	c := &l.cache[rkey%uint32(len(l.cache))]
@@ -310,15 +307,13 @@ func (l *link) Remote(src, qpn, rkey uint32, addr, n uint64, need verbs.Access) 
 		}
 		c.Store(m) // a revoked mapping cached late still fails the live check below
 	}
-	if atomic.LoadUint64(l.peerSeg.mrLive(m.slot)) != m.live || m.pd != uint32(uint16(w)) ||
-		m.access&need == 0 || verbs.Access(uint8(w>>16))&need == 0 {
-		return nil, verbs.StatusRemAccessErr, true
+	r := &m.Region
+	if atomic.LoadUint64(l.peerSeg.mrLive(m.slot)) != m.live {
+		r = nil // deregistered: the rkey names no region any more
 	}
-	if addr < m.base || n > uint64(len(m.mem)) || addr-m.base > uint64(len(m.mem))-n {
-		return nil, verbs.StatusRemAccessErr, true
-	}
-	off := addr - m.base
-	return m.mem[off : off+n : off+n], verbs.StatusSuccess, true
+	// The device's rules, applied to the device's QP word and region entry.
+	b, st := nic.Resolve(r, uint32(uint16(w)), verbs.Access(uint8(w>>16)), addr, n, need)
+	return b, st, true
 }
 
 // Locks implements nic.DirectLink.
@@ -345,11 +340,11 @@ func (l *link) Exit() {
 // recovery), or nil.
 func (l *link) resolve(rkey uint32, addr, n uint64) []byte {
 	m := (*l.maps.Load())[rkey]
-	if m == nil || addr < m.base || n > uint64(len(m.mem)) || addr-m.base > uint64(len(m.mem))-n {
+	if m == nil {
 		return nil
 	}
-	off := addr - m.base
-	return m.mem[off : off+n]
+	b, _ := m.Slice(addr, n)
+	return b
 }
 
 // readControl handles the device's REGION and REVOKE messages until the
@@ -393,8 +388,8 @@ func (l *link) addRegion(m *ctlMsg) {
 		seg.Close() // unsafe or inconsistent: leave the region to the ring path
 		return
 	}
-	mp := &mapping{slot: m.u32, live: m.live, rkey: info.rkey, pd: info.pd, access: verbs.Access(info.access),
-		base: info.base, mem: seg.Bytes()[:info.length:info.length], seg: seg}
+	mp := &mapping{slot: m.u32, live: m.live, rkey: info.rkey, seg: seg,
+		Region: nic.Region{PD: info.pd, Access: verbs.Access(info.access), Base: info.base, Mem: seg.Bytes()[:info.length:info.length]}}
 	l.mmu.Lock()
 	if l.dead.Load() {
 		l.mmu.Unlock()
@@ -448,8 +443,8 @@ func (l *link) uncache(m *mapping) {
 	}
 }
 
-// isDead reports whether the link failed.
-func (l *link) isDead() bool { return l.dead.Load() }
+// Dead reports whether the link failed (nic.DialedLink).
+func (l *link) Dead() bool { return l.dead.Load() }
 
 // fail takes the link down: its QPs fail (RETRY_EXC_ERR, then ERROR) and
 // its mappings and rings are released once nothing uses them.

@@ -44,8 +44,8 @@ func (d *device) checkPeers() {
 		}
 		return !a
 	}
-	for _, l := range *d.linkSnap.Load() {
-		if l.conn != nil && !l.isDead() && gone(l.peer) {
+	for _, l := range d.links.Snapshot() {
+		if l.conn != nil && !l.Dead() && gone(l.peer) {
 			l.fail(fmt.Errorf("peer %s: its process %v is gone", l.address, l.peer))
 		}
 	}

@@ -128,14 +128,14 @@ type device struct {
 	ln   net.Listener
 
 	mu    sync.Mutex
-	links map[string]*link        // by peer address
-	snap  atomic.Pointer[[]*link] // the links, for progress without locks
-	peers nic.PeerTable           // accepted peers by id: their device address
+	links nic.LinkTable[*link] // the peers this device dialed, by address
+	peers nic.PeerTable        // accepted peers by id: their device address
 	conns map[net.Conn]struct{}
 
 	budget   *budget
 	closed   atomic.Bool
 	refused  atomic.Int64
+	batching writeStats // requests per write on the links it dialed
 	wg       sync.WaitGroup
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -167,7 +167,6 @@ func listen(hostport, advertise string, opts options) (*device, error) {
 		budget: newBudget(opts.memBudget),
 		opts:   opts,
 		ln:     ln,
-		links:  map[string]*link{},
 		conns:  map[net.Conn]struct{}{},
 		stop:   make(chan struct{}),
 	}
@@ -204,16 +203,10 @@ func (d *device) Resolve(address string) (nic.Target, error) {
 	if err != nil || u.Scheme != Scheme || u.Host == "" {
 		return nil, fmt.Errorf("%w: %q is not a tcp device address", verbs.ErrBadURI, address)
 	}
-	d.mu.Lock()
-	if l := d.links[address]; l != nil && !l.isDead() {
-		d.mu.Unlock()
-		return l, nil
-	}
-	d.mu.Unlock()
 	if d.closed.Load() {
 		return nil, verbs.ErrClosed
 	}
-	l, err := dial(d, address, u.Host)
+	l, err := d.links.Get(address, func() (*link, error) { return dial(d, address, u.Host) })
 	if errors.Is(err, ErrRejected) || errors.Is(err, ErrProtocol) {
 		return nil, err
 	}
@@ -222,34 +215,15 @@ func (d *device) Resolve(address string) (nic.Target, error) {
 		// requests fail with RETRY_EXC_ERR. The next Resolve dials again.
 		return deadLink(d, address, err), nil
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if old := d.links[address]; old != nil && !old.isDead() {
-		go l.fail(fmt.Errorf("duplicate link"))
-		return old, nil
-	}
-	d.links[address] = l
-	d.snapLocked()
 	return l, nil
-}
-
-// snapLocked republishes the link list for progress; d.mu is held.
-func (d *device) snapLocked() {
-	ls := make([]*link, 0, len(d.links))
-	for _, l := range d.links {
-		ls = append(ls, l)
-	}
-	d.snap.Store(&ls)
 }
 
 // progress reads the answers that have arrived on every link, on the
 // calling goroutine (nic.Config.Progress).
 func (d *device) progress() {
-	if p := d.snap.Load(); p != nil {
-		for _, l := range *p {
-			if !d.blocked(l.address) {
-				l.poll()
-			}
+	for _, l := range d.links.Snapshot() {
+		if !d.blocked(l.address) {
+			l.poll()
 		}
 	}
 }
@@ -266,14 +240,8 @@ func (d *device) ResolveID(id uint32) (nic.Target, error) {
 // Route implements nic.Network. TCP injects no faults: a path is up.
 func (d *device) Route(*nic.Node, nic.Target) nic.Route { return nic.Route{} }
 
-func (d *device) forget(l *link) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.links[l.address] == l {
-		delete(d.links, l.address)
-		d.snapLocked()
-	}
-}
+// forget drops a failed link.
+func (d *device) forget(l *link) { d.links.Forget(l.address, l) }
 
 // What track found.
 const (
@@ -320,13 +288,7 @@ func (d *device) tick() {
 				continue
 			}
 			lastPing = now
-			d.mu.Lock()
-			links := make([]*link, 0, len(d.links))
-			for _, l := range d.links {
-				links = append(links, l)
-			}
-			d.mu.Unlock()
-			for _, l := range links {
+			for _, l := range d.links.Snapshot() {
 				if now.UnixNano()-l.lastRecv.Load() > int64(5*d.opts.keepalive) {
 					l.fail(fmt.Errorf("no answer for %v", 5*d.opts.keepalive))
 					continue
@@ -354,15 +316,11 @@ func (d *device) disconnect(why error) {
 	d.budget.close()
 	d.ln.Close()
 	d.mu.Lock()
-	links := make([]*link, 0, len(d.links))
-	for _, l := range d.links {
-		links = append(links, l)
-	}
 	for c := range d.conns {
 		c.Close()
 	}
 	d.mu.Unlock()
-	for _, l := range links {
+	for _, l := range d.links.Snapshot() {
 		l.fail(why)
 	}
 }

@@ -58,13 +58,7 @@ func (d *device) setFault(change func(f *faults)) {
 	f.any.Store(f.paused || len(f.cut) > 0)
 	f.cond.Broadcast()
 	f.mu.Unlock()
-	d.mu.Lock()
-	links := make([]*link, 0, len(d.links))
-	for _, l := range d.links {
-		links = append(links, l)
-	}
-	d.mu.Unlock()
-	for _, l := range links {
+	for _, l := range d.links.Snapshot() {
 		go l.Flush()
 	}
 }

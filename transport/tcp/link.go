@@ -205,6 +205,7 @@ func (l *link) Flush() error {
 		l.writing = true
 		buf := l.out
 		l.out = l.spare[:0]
+		l.dev.batching.add(l.queued)
 		l.queued = 0
 		if l.flushers > 1 {
 			l.shared = min(l.shared+1, sharedMemory)
@@ -319,7 +320,7 @@ func (l *link) read() {
 				return
 			}
 		}
-		if l.isDead() {
+		if l.Dead() {
 			return
 		}
 		if err := l.raw.waitReadable(); err != nil {
@@ -441,7 +442,8 @@ func (l *link) fail(err error) {
 	l.dev.node.LinkDown(l)
 }
 
-func (l *link) isDead() bool {
+// Dead reports whether the link failed (nic.DialedLink).
+func (l *link) Dead() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.dead

@@ -60,8 +60,8 @@ func TestWritesAreNotProgress(t *testing.T) {
 	l.mu.Lock()
 	unsent := len(l.out)
 	l.mu.Unlock()
-	if unsent != 0 || l.isDead() {
-		t.Fatalf("the PING was not written (%d bytes left, dead %v)", unsent, l.isDead())
+	if unsent != 0 || l.Dead() {
+		t.Fatalf("the PING was not written (%d bytes left, dead %v)", unsent, l.Dead())
 	}
 	if l.Progressed(20 * time.Millisecond) {
 		t.Error("a PING written into the socket buffer counts as progress of a silent link")

@@ -255,8 +255,13 @@ func mapErr(err error, closed bool) error {
 		return err
 	case errors.As(err, &re):
 		for _, known := range []error{kv.ErrFull, kv.ErrTooLarge} {
-			if strings.HasPrefix(re.Msg, known.Error()) {
-				return fmt.Errorf("%w: %s", known, re.Msg)
+			// The handler's message already starts with known's text:
+			// say it once.
+			if rest, ok := strings.CutPrefix(re.Msg, known.Error()); ok {
+				if rest = strings.TrimPrefix(rest, ": "); rest == "" {
+					return known
+				}
+				return fmt.Errorf("%w: %s", known, rest)
 			}
 		}
 		return fmt.Errorf("%w: %w", kv.ErrUnreachable, err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/rdmakit/rdmakit/smart"
@@ -22,6 +24,14 @@ type TaskOps struct {
 	free  chan int
 	tasks []*smart.Task // slot i's task
 	trips atomic.Uint64
+
+	// A slot whose caller gave up while its list was in flight is away:
+	// a reclaim goroutine owns it until the list completes, then frees it
+	// (or, once closed, ends its task).
+	mu     sync.Mutex
+	away   []bool
+	closed bool
+	gone   bool // the buffers are deregistered
 }
 
 var _ Poster = (*TaskOps)(nil)
@@ -37,7 +47,7 @@ func NewTaskOps(ctx context.Context, pd verbs.PD, rt *smart.Runtime, slots, size
 	if err != nil {
 		return nil, err
 	}
-	o := &TaskOps{rt: rt, mr: mr, size: size, free: make(chan int, slots), tasks: make([]*smart.Task, slots)}
+	o := &TaskOps{rt: rt, mr: mr, size: size, free: make(chan int, slots), tasks: make([]*smart.Task, slots), away: make([]bool, slots)}
 	ws := rt.Workers()
 	for i := 0; i < slots; i++ {
 		t, err := ws[i%len(ws)].Enter(ctx)
@@ -72,10 +82,10 @@ func (o *TaskOps) Do(ctx context.Context, s Slot, wrs []verbs.SendWR) (verbs.WC,
 	case err == nil:
 		return wc, nil
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		go func() {
-			t.Wait()
-			o.free <- s.i
-		}()
+		o.mu.Lock()
+		o.away[s.i] = true
+		o.mu.Unlock()
+		go o.reclaim(s.i)
 		return verbs.WC{}, err
 	case wc.Status != verbs.StatusSuccess:
 		return wc, nil
@@ -89,14 +99,50 @@ func (o *TaskOps) Release(s Slot) { o.free <- s.i }
 // Trips implements Poster.
 func (o *TaskOps) Trips() uint64 { return o.trips.Load() }
 
+// reclaim waits for the list slot i's caller gave up on, then frees the
+// slot, or ends its task when the TaskOps closed meanwhile (and releases
+// the buffers when it was the last slot away).
+func (o *TaskOps) reclaim(i int) {
+	t := o.tasks[i]
+	t.Wait()
+	o.mu.Lock()
+	o.away[i] = false
+	closed := o.closed
+	last := closed && !o.gone && !slices.Contains(o.away, true)
+	if last {
+		o.gone = true
+	}
+	o.mu.Unlock()
+	if !closed {
+		o.free <- i
+		return
+	}
+	t.Leave()
+	if last {
+		o.mr.Deregister()
+	}
+}
+
 // Close implements Poster: it ends the slots' tasks and releases their
-// memory.
+// memory. A slot still away (its list in flight after its caller gave up)
+// is ended by its reclaim goroutine once the list completes: Close does
+// not wait for the node.
 func (o *TaskOps) Close() error {
+	o.mu.Lock()
+	o.closed = true
+	away := slices.Clone(o.away)
+	last := !o.gone && !slices.Contains(away, true)
+	if last {
+		o.gone = true
+	}
+	o.mu.Unlock()
 	for i, t := range o.tasks {
-		if t != nil {
+		if t != nil && !away[i] {
 			t.Leave()
-			o.tasks[i] = nil
 		}
 	}
-	return o.mr.Deregister()
+	if last {
+		return o.mr.Deregister()
+	}
+	return nil
 }

@@ -63,9 +63,6 @@ func (t *lockTable) Journal(uint32, uint32, uint64, *[4]uint64, int) {}
 // 8-byte aligned.
 func word(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }
 
-// storeWord stores v in the aligned 8-byte word at b atomically.
-func storeWord(b []byte, v uint64) { atomic.StoreUint64(word(b), v) }
-
 // execAtomic runs an atomic operation on the bytes of memory mem (at
 // remoteAddr under rkey; its size, aligned, checked by the caller) under
 // the locks l and writes the original value into orig. It reports whether

@@ -9,62 +9,60 @@ import (
 )
 
 // The requester side toward a node in another process. Requests wait in
-// the send queue from post to response; those below sendNext are on the
-// wire. Responses arrive in order per QP. An RNR answer puts everything
-// from the oldest request on back to "unsent" and holds transmission for
-// MinRNRTimer (the responder discards the QP's requests until the retry
-// arrives: go-back-N, as RC does). A request the link cannot take, or a
-// local error found while building it, completes in order with its error.
+// the send queue from post to response; which of them are on the wire,
+// and what holds the rest back, is the QP's retransmission state
+// (retransmit.go). Responses arrive in order per QP. A request the link
+// cannot take, or a local error found while building it, completes in
+// order with its error.
 
 // sent is the index of the first request not on the wire.
-func (q *QP) sent() uint64 { return max(q.sendNext, q.sq.head) }
+func (q *QP) sent() uint64 { return q.retx.sent(q.send.sq.head) }
 
 // transmitLocked appends every unsent request to the link, in order, and
 // marks the link for flushing.
 func (q *QP) transmitLocked() {
-	if q.rnrHold || q.destLink == nil {
+	if q.retx.hold || q.conn.destLink == nil {
 		q.advanceLocked()
 		return
 	}
 	i := q.sent()
-	if i == q.sq.tail {
+	if i == q.send.sq.tail {
 		return
 	}
 	t := q.node.ticks.now()
-	q.fenced = false
-	for ; i < q.sq.tail; i++ {
-		e := q.sq.at(i)
+	q.retx.fenced = false
+	for ; i < q.send.sq.tail; i++ {
+		e := q.send.sq.at(i)
 		if e.pre != verbs.StatusSuccess {
 			break
 		}
 		if q.fenceWaits(i) {
 			// Not even gathered yet: its payload may be what an earlier
 			// READ or atomic lands. A response resumes transmission.
-			q.fenced = true
+			q.retx.fenced = true
 			break
 		}
-		st, full := q.appendRequest(q.destLink, e)
+		st, full := q.appendRequest(q.conn.destLink, e)
 		if full {
-			q.linkFull = true
+			q.retx.full = true
 			break
 		}
 		if st != verbs.StatusSuccess {
 			e.pre = st
 			break
 		}
-		e.sent = t
-		if q.node.doorbellPerWR && i+1 < q.sq.tail {
+		if q.node.doorbellPerWR && i+1 < q.send.sq.tail {
 			// One doorbell per request (guideline ablation): flush this
 			// one before the next goes out.
 			i++
-			q.linkFull = true
+			q.retx.full = true
 			break
 		}
 	}
 	if i > q.sent() {
-		q.addFlush(q.destLink)
+		q.addFlush(q.conn.destLink)
 	}
-	q.sendNext = i
+	q.retx.transmitted(q.send.sq.head, i, t)
 	q.advanceLocked()
 }
 
@@ -73,11 +71,11 @@ func (q *QP) transmitLocked() {
 // must wait for their responses before it is built, its local gather
 // included, as the flag promises.
 func (q *QP) fenceWaits(i uint64) bool {
-	if q.sq.at(i).wr.Flags&verbs.FlagFence == 0 {
+	if q.send.sq.at(i).wr.Flags&verbs.FlagFence == 0 {
 		return false
 	}
-	for j := q.sq.head; j < i; j++ {
-		if op := q.sq.at(j).wr.Opcode; op == verbs.OpRead || op.IsAtomic() {
+	for j := q.send.sq.head; j < i; j++ {
+		if op := q.send.sq.at(j).wr.Opcode; op == verbs.OpRead || op.IsAtomic() {
 			return true
 		}
 	}
@@ -85,31 +83,30 @@ func (q *QP) fenceWaits(i uint64) bool {
 }
 
 func (q *QP) addFlush(l Link) {
-	for _, x := range q.flushing {
+	for _, x := range q.link.flushing {
 		if x == l {
 			return
 		}
 	}
-	q.flushing = append(q.flushing, l)
+	q.link.flushing = append(q.link.flushing, l)
 }
 
 // appendRequest encodes one queued request onto the link. full reports
 // that the link took nothing because its queue is full.
 func (q *QP) appendRequest(l Link, e *sqEntry) (st verbs.Status, full bool) {
 	wr := &e.wr
-	r := &q.req
+	r := &q.link.req
 	*r = Request{
-		SrcQPN: q.qpn, Epoch: q.epoch, Seq: uint32(e.seq), DstQPN: q.destQPN,
+		SrcQPN: q.qpn, Epoch: q.conn.epoch, Seq: uint32(e.seq), DstQPN: q.conn.destQPN,
 		Opcode: wr.Opcode, Flags: wr.Flags, RKey: wr.RKey, RemoteAddr: wr.RemoteAddr, Imm: wr.Imm,
 		ArgAddr: wr.ArgAddr, RedirectAddr: wr.RedirectAddr,
 	}
 	nref := 0
-	switch {
-	case wr.Flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0 && !wr.Opcode.IsAtomic() && wr.Opcode != verbs.OpAllocate:
+	switch shapeOf(wr.Opcode, wr.Flags) {
+	case shapeNone:
 		// An INDIRECT_ARG WRITE or a REDIRECT READ: no local bytes.
 		r.Length = wr.RemoteLen
-	case wr.Opcode == verbs.OpWrite || wr.Opcode == verbs.OpWriteWithImm || wr.Opcode == verbs.OpSend || wr.Opcode == verbs.OpSendWithImm ||
-		wr.Opcode == verbs.OpAllocate:
+	case shapePayload:
 		if wr.Opcode == verbs.OpAllocate {
 			r.RemoteAddr = uint64(wr.Queue) // the wire carries the queue there
 		}
@@ -118,26 +115,23 @@ func (q *QP) appendRequest(l Link, e *sqEntry) (st verbs.Status, full bool) {
 		var nbuf int
 		var total uint64
 		if e.inline != nil {
-			q.lbuf[0], nbuf, total = e.inline, 1, uint64(len(e.inline))
+			q.exec.lbuf[0], nbuf, total = e.inline, 1, uint64(len(e.inline))
 		} else {
-			n, st := q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
+			n, t, st := q.resolveLocalDirect(wr.SGL, false, wr.Flags&verbs.FlagInline != 0)
 			if st != verbs.StatusSuccess {
 				return st, false
 			}
-			nbuf = n
-			for i := 0; i < n; i++ {
-				total += uint64(len(q.lbuf[i]))
-			}
+			nbuf, total = n, t
 		}
-		r.Payload, r.Length = q.lbuf[:nbuf], uint32(total)
-	default:
+		r.Payload, r.Length = q.exec.lbuf[:nbuf], uint32(total)
+	case shapeSink:
 		n, st := q.resolveLocal(wr.SGL, true, false)
 		if st != verbs.StatusSuccess {
 			return st, false
 		}
 		var total uint64
 		for i := 0; i < n; i++ {
-			total += uint64(len(q.lbuf[i]))
+			total += uint64(len(q.exec.lbuf[i]))
 		}
 		q.releaseLocal(n)
 		r.Length = uint32(total)
@@ -163,13 +157,13 @@ func (q *QP) appendRequest(l Link, e *sqEntry) (st verbs.Status, full bool) {
 // advanceLocked completes, in order, requests at the front that failed
 // before reaching the wire.
 func (q *QP) advanceLocked() {
-	for q.sq.len() > 0 {
-		e := q.sq.front()
-		if e.pre == verbs.StatusSuccess || q.sq.head < q.sent() {
+	for q.send.sq.len() > 0 {
+		e := q.send.sq.front()
+		if e.pre == verbs.StatusSuccess || q.send.sq.head < q.sent() {
 			return
 		}
 		wr, seq, st := e.wr, e.seq, e.pre
-		q.sq.pop()
+		q.send.sq.pop()
 		q.completeLocked(&wr, seq, st, 0)
 	}
 }
@@ -177,7 +171,7 @@ func (q *QP) advanceLocked() {
 // sendDatagram sends a UD request to another process. Datagrams are not
 // acknowledged: it completes once handed to the link.
 func (q *QP) sendDatagram(wr *verbs.SendWR, seq uint64, l Link) {
-	r := &q.req
+	r := &q.link.req
 	*r = Request{
 		SrcQPN: q.qpn, Seq: uint32(seq), DstQPN: wr.RemoteQPN, QKey: wr.RemoteQKey, Datagram: true,
 		Opcode: wr.Opcode, Flags: wr.Flags, Imm: wr.Imm,
@@ -187,7 +181,7 @@ func (q *QP) sendDatagram(wr *verbs.SendWR, seq uint64, l Link) {
 		q.completeLocked(wr, seq, st, 0)
 		return
 	}
-	r.Payload, r.Length = q.lbuf[:nbuf], uint32(total)
+	r.Payload, r.Length = q.exec.lbuf[:nbuf], uint32(total)
 	if l.Append(r) == nil {
 		q.addFlush(l)
 	}
@@ -206,35 +200,33 @@ func (n *Node) HandleResponse(l Link, r *Response) {
 		return
 	}
 	q.mu.Lock()
-	if q.destLink == l {
+	if q.conn.destLink == l {
 		q.responseLocked(r)
 	}
 	q.mu.Unlock()
 }
 
 func (q *QP) responseLocked(r *Response) {
-	if r.Kind == RespDrop || q.destLink == nil || r.Epoch != q.epoch || q.sq.head >= q.sent() {
+	if r.Kind == RespDrop || q.conn.destLink == nil || r.Epoch != q.conn.epoch || q.send.sq.head >= q.sent() {
 		return
 	}
-	e := q.sq.front()
+	e := q.send.sq.front()
 	if uint32(e.seq) != r.Seq {
 		return // not the oldest request on the wire: stale
 	}
 	if r.Kind == RespRNR {
 		if e.rnrLeft == 0 {
 			wr, seq := e.wr, e.seq
-			q.sq.pop()
+			q.send.sq.pop()
 			q.completeLocked(&wr, seq, rnrExhausted(wr.Opcode), 0)
 			return
 		}
 		if e.rnrLeft > 0 {
 			e.rnrLeft--
 		}
-		q.sendNext = q.sq.head
-		q.rnrHold = true
-		q.rnrDue = now() + q.minRNR
-		if !q.running {
-			q.running = true
+		q.retx.rnr(q.send.sq.head, now(), q.conn.minRNR)
+		if !q.send.running {
+			q.send.running = true
 			go q.retransmit()
 		}
 		return
@@ -244,19 +236,15 @@ func (q *QP) responseLocked(r *Response) {
 		st, nbytes = q.land(e, r.Data)
 	}
 	wr, seq := e.wr, e.seq
-	q.sq.pop()
+	q.send.sq.pop()
 	q.completeLocked(&wr, seq, st, nbytes)
-	if q.sq.head < q.sent() {
-		// Progress restarts the transport timer of the next request, as an
-		// RC acknowledgement does: a slow responder is not a dead one.
-		q.sq.front().sent = q.node.ticks.now()
-	}
+	q.retx.answered(q.send.sq.head, q.node.ticks.now())
 	q.advanceLocked()
-	if q.fenced && !q.rnrHold && !q.running && q.sent() < q.sq.tail && !q.fenceWaits(q.sent()) {
+	if q.retx.fenced && !q.retx.hold && !q.send.running && q.sent() < q.send.sq.tail && !q.fenceWaits(q.sent()) {
 		// The fence cleared. Transmit and flush on a goroutine of our
 		// own: the transport's reading goroutine must not block on a
 		// flush.
-		q.running = true
+		q.send.running = true
 		go q.retransmit()
 	}
 }
@@ -265,22 +253,16 @@ func (q *QP) responseLocked(r *Response) {
 // original value into the local scatter list.
 func (q *QP) land(e *sqEntry, data []byte) (verbs.Status, uint32) {
 	wr := &e.wr
-	if wr.Flags&(verbs.FlagIndirectArg|verbs.FlagRedirect) != 0 && !wr.Opcode.IsAtomic() && wr.Opcode != verbs.OpAllocate {
+	switch shapeOf(wr.Opcode, wr.Flags) {
+	case shapeNone:
 		return verbs.StatusSuccess, wr.RemoteLen
-	}
-	switch wr.Opcode {
-	case verbs.OpAllocate:
-		if wr.Flags&verbs.FlagRedirect == 0 {
+	case shapePayload:
+		if wr.Opcode == verbs.OpAllocate && wr.Flags&verbs.FlagRedirect == 0 {
 			if len(data) != 8 {
 				return verbs.StatusBadRespErr, 0
 			}
-			q.result = binary.NativeEndian.Uint64(data)
+			q.send.result = binary.NativeEndian.Uint64(data)
 		}
-		if e.inline != nil {
-			return verbs.StatusSuccess, uint32(len(e.inline))
-		}
-		return verbs.StatusSuccess, uint32(wr.Length())
-	case verbs.OpWrite, verbs.OpWriteWithImm, verbs.OpSend, verbs.OpSendWithImm:
 		if e.inline != nil {
 			return verbs.StatusSuccess, uint32(len(e.inline))
 		}
@@ -293,12 +275,12 @@ func (q *QP) land(e *sqEntry, data []byte) (verbs.Status, uint32) {
 	defer q.releaseLocal(n)
 	var total uint64
 	for i := 0; i < n; i++ {
-		total += uint64(len(q.lbuf[i]))
+		total += uint64(len(q.exec.lbuf[i]))
 	}
 	if uint64(len(data)) != total && (wr.Flags&verbs.FlagBounded == 0 || uint64(len(data)) > total) {
 		return verbs.StatusBadRespErr, 0
 	}
-	scatter(q.lbuf[:n], data)
+	scatter(q.exec.lbuf[:n], data)
 	if wr.Opcode.IsAtomic() {
 		var orig [4]uint64
 		for i := 0; i < len(data)/8 && i < 4; i++ {
@@ -313,19 +295,19 @@ func (q *QP) land(e *sqEntry, data []byte) (verbs.Status, uint32) {
 // or the requests a FENCE held once it cleared.
 func (q *QP) retransmit() {
 	q.mu.Lock()
-	for q.rnrHold && q.State() == verbs.StateRTS {
-		if d := q.rnrDue - now(); d > 0 {
-			q.mu.Unlock()
-			time.Sleep(d)
-			q.mu.Lock()
-			continue
+	for q.State() == verbs.StateRTS {
+		d := q.retx.holdLeft(now())
+		if d == 0 {
+			break
 		}
-		q.rnrHold = false
+		q.mu.Unlock()
+		time.Sleep(d)
+		q.mu.Lock()
 	}
 	if q.State() == verbs.StateRTS {
 		q.transmitLocked()
 	}
-	q.running = false
+	q.send.running = false
 	q.pumpAndUnlock()
 }
 
@@ -336,20 +318,20 @@ func (q *QP) retransmit() {
 // returns with it released.
 func (q *QP) pumpAndUnlock() {
 	for {
-		if len(q.flushing) == 0 && !q.linkFull {
+		if len(q.link.flushing) == 0 && !q.retx.full {
 			q.mu.Unlock()
 			return
 		}
 		var fixed [4]Link
 		links := fixed[:0]
-		if len(q.flushing) > len(fixed) {
-			links = make([]Link, 0, len(q.flushing))
+		if len(q.link.flushing) > len(fixed) {
+			links = make([]Link, 0, len(q.link.flushing))
 		}
-		links = append(links, q.flushing...)
-		clear(q.flushing)
-		q.flushing = q.flushing[:0]
-		more := q.linkFull
-		link := q.destLink
+		links = append(links, q.link.flushing...)
+		clear(q.link.flushing)
+		q.link.flushing = q.link.flushing[:0]
+		more := q.retx.full
+		link := q.conn.destLink
 		q.mu.Unlock()
 		for _, l := range links {
 			l.Flush() // a failing link reports itself to the node, which fails its QPs
@@ -361,7 +343,7 @@ func (q *QP) pumpAndUnlock() {
 			return
 		}
 		q.mu.Lock()
-		q.linkFull = false
+		q.retx.full = false
 		if q.State() != verbs.StateRTS {
 			q.mu.Unlock()
 			return
@@ -380,8 +362,7 @@ func (n *Node) Expire() {
 			continue
 		}
 		q.mu.Lock()
-		if q.destLink != nil && q.sq.head < q.sent() && !q.rnrHold && n.ticks.age(q.sq.front().sent) > q.retryBudget &&
-			!q.destLink.Progressed(q.retryBudget) {
+		if q.conn.destLink != nil && q.retx.overdue(q.send.sq.head, &n.ticks, q.conn.retryBudget) && !q.conn.destLink.Progressed(q.conn.retryBudget) {
 			q.failFrontLocked(verbs.StatusRetryExcErr)
 		}
 		q.mu.Unlock()
@@ -394,7 +375,7 @@ func (n *Node) Expire() {
 func (n *Node) LinkDown(l Link) {
 	for _, q := range *n.qps.Load() {
 		q.mu.Lock()
-		if q.destLink == l && q.sq.len() > 0 {
+		if q.conn.destLink == l && q.send.sq.len() > 0 {
 			q.failFrontLocked(verbs.StatusRetryExcErr)
 		}
 		q.mu.Unlock()
@@ -402,9 +383,9 @@ func (n *Node) LinkDown(l Link) {
 }
 
 func (q *QP) failFrontLocked(st verbs.Status) {
-	e := q.sq.front()
+	e := q.send.sq.front()
 	wr, seq := e.wr, e.seq
-	q.sq.pop()
+	q.send.sq.pop()
 	q.completeLocked(&wr, seq, st, 0)
 }
 

@@ -1,0 +1,176 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrNoCommand is returned when an experiment must start rdmakit's own
+// servers (`rdmakit kv serve`) and Options.Command is not set.
+var ErrNoCommand = errors.New("bench: no way to run the rdmakit command (Options.Command); run the experiment through the rdmakit command")
+
+// kvServe is a store node in its own process, started the way a user
+// starts one: `rdmakit kv serve`, with a random token.
+type kvServe struct {
+	design string
+	addr   string // its connection manager
+	device string // its verbs device, as it announced it
+	token  string
+	cmd    *exec.Cmd
+	done   chan struct{} // closed when it has exited
+	stderr *tailBuffer
+}
+
+// kvServeStartup bounds the wait for a node to announce itself.
+const kvServeStartup = 30 * time.Second
+
+// serveLine is what `kv serve` prints once it serves.
+var serveLine = regexp.MustCompile(`connect to (\S+) \(verbs device (\S+)\)`)
+
+// startKVServe runs `rdmakit kv serve` for design on device (its
+// connection manager on a free loopback port), sized for keys values of
+// value bytes, and waits until it serves. The node is killed when ctx
+// ends; stop ends it before.
+func startKVServe(ctx context.Context, env *Env, design, device string, keys int64, value int) (*kvServe, error) {
+	if env.Command == nil {
+		return nil, ErrNoCommand
+	}
+	tok := make([]byte, 16)
+	if _, err := rand.Read(tok); err != nil {
+		return nil, err
+	}
+	n := &kvServe{design: design, token: hex.EncodeToString(tok), done: make(chan struct{}), stderr: &tailBuffer{max: 16 << 10}}
+	n.cmd = env.Command(ctx, "kv", "serve", "--store", design, "--device", device, "--listen", "127.0.0.1:0",
+		"--keys", strconv.FormatInt(keys, 10), "--value", strconv.Itoa(value))
+	if n.cmd.Env == nil {
+		n.cmd.Env = os.Environ()
+	}
+	// The token travels in the environment: unlike arguments, other
+	// users cannot read it in /proc.
+	n.cmd.Env = append(n.cmd.Env, "RDMAKIT_TOKEN="+n.token)
+	n.cmd.Stderr = n.stderr
+	n.cmd.SysProcAttr = childAttr()
+	n.cmd.WaitDelay = time.Second
+	out, err := n.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := n.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: start kv serve: %w", err)
+	}
+	go func() {
+		n.cmd.Wait()
+		close(n.done)
+	}()
+	announced := make(chan []string, 1)
+	go func() {
+		r := bufio.NewReader(out)
+		line, _ := r.ReadString('\n')
+		announced <- serveLine.FindStringSubmatch(line)
+		r.WriteTo(devNull{}) // the rest of its output
+	}()
+	t := time.NewTimer(kvServeStartup)
+	defer t.Stop()
+	select {
+	case m := <-announced:
+		if m != nil {
+			n.addr, n.device = m[1], m[2]
+			return n, nil
+		}
+		err = errors.New("it did not say where it serves")
+	case <-t.C:
+		err = fmt.Errorf("it did not serve within %v", kvServeStartup)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	n.stop()
+	return nil, fmt.Errorf("bench: kv serve --store %s --device %s: %w: %s", design, device, err, n.stderr.tail())
+}
+
+// pid is the node's process id.
+func (n *kvServe) pid() int { return n.cmd.Process.Pid }
+
+// stop ends the node with SIGINT (its graceful shutdown), then kills it,
+// and waits for it.
+func (n *kvServe) stop() {
+	n.cmd.Process.Signal(os.Interrupt)
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-n.done:
+	case <-t.C:
+		n.cmd.Process.Kill()
+		<-n.done
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it (a child's stderr,
+// for error messages).
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+// tail returns the last lines written, joined by " | ".
+func (t *tailBuffer) tail() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	lines := strings.Split(string(bytes.TrimSpace(t.b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// devNull discards what is written to it.
+type devNull struct{}
+
+func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+
+// procCPU returns the user+system CPU time process pid has used so far,
+// all its threads, from /proc/PID/stat.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("bench: malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("bench: malformed /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("bench: malformed /proc/%d/stat", pid)
+	}
+	const ticks = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticks, nil
+}
