@@ -65,6 +65,12 @@ type conn struct {
 	link     atomic.Pointer[link]
 	requests atomic.Bool
 	resp     nic.Response
+	// Piggybacking (shared.go): acked says the last request served
+	// succeeded; delivered that a message was delivered since the last
+	// write; answers scores how often a delivery was answered in time.
+	acked     bool
+	delivered bool
+	answers   answerScore
 }
 
 // Respond implements nic.Responder. It only copies the reply: the serve
@@ -75,6 +81,7 @@ func (s *conn) Respond(r *nic.Response) {
 	if r.Kind == nic.RespDrop {
 		return // a request from the wrong peer gets nothing
 	}
+	s.acked = r.Kind == nic.RespAck && r.Status == verbs.StatusSuccess
 	s.out = appendResponse(s.out, r)
 }
 
@@ -108,6 +115,7 @@ func (s *conn) flush() {
 	// A large reply goes in chunks, each with the whole timeout: a peer
 	// that reads slowly is not one that reads nothing.
 	s.wmu.Lock()
+	s.takeRequests()
 	for b := s.out; len(b) > 0 && s.err == nil; {
 		s.arm()
 		k := min(len(b), writeChunk)
@@ -239,7 +247,11 @@ func (d *device) serve(c net.Conn) {
 					return
 				}
 			}
+			s.acked = false
 			sess.Serve(&req, s)
+			if s.acked && delivers(&req) {
+				s.delivered = true
+			}
 			req.Payload, pbuf[0] = nil, nil
 		case framePing:
 			if len(body) != 8 {
@@ -253,6 +265,10 @@ func (d *device) serve(c net.Conn) {
 			return
 		}
 		if len(s.out) > maxOut || !fr.pending() {
+			if s.delivered {
+				s.delivered = false
+				s.awaitAnswer()
+			}
 			s.flush()
 		}
 		if s.err != nil {

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"time"
 
 	"github.com/rdmakit/rdmakit/nic"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // A connection carries requests both ways when it can: each side of a
@@ -21,6 +23,98 @@ import (
 // and the acknowledgement of its question — with the same read system
 // call, on its own goroutine, without waking a serving goroutine: the
 // echoed SEND's round trip is a READ's plus the answer's delivery.
+
+// A served connection that delivered a message to this node's
+// application, and carries this node's own requests too, waits a moment
+// before it writes the acknowledgement: if the application answers the
+// message at once (an echo, an RPC), the answer's request goes in the same
+// write (takeRequests), and the peer reads the acknowledgement and the
+// answer together. The wait is a few yields, bounded by answerWait, and
+// only while such answers keep coming in time (answerScore).
+
+// answerWait bounds the wait for an answer before an acknowledgement is
+// written.
+const answerWait = 20 * time.Microsecond
+
+// answerScore decides whether to wait for answers: it stops after
+// answerMisses deliveries in a row went unanswered in time, and then tries
+// once every answerRetry deliveries.
+type answerScore struct {
+	misses  int
+	skipped int
+}
+
+const (
+	answerMisses = 4
+	answerRetry  = 64
+)
+
+// try reports whether to wait for an answer to this delivery.
+func (a *answerScore) try() bool {
+	if a.misses < answerMisses {
+		return true
+	}
+	a.skipped++
+	if a.skipped >= answerRetry {
+		a.skipped = 0
+		return true
+	}
+	return false
+}
+
+// record counts whether the wait saw an answer.
+func (a *answerScore) record(hit bool) {
+	if hit {
+		a.misses = 0
+	} else {
+		a.misses = min(a.misses+1, answerMisses)
+	}
+}
+
+// delivers reports whether a request hands a message to the application:
+// a SEND or a WRITE_WITH_IMM.
+func delivers(r *nic.Request) bool {
+	switch r.Opcode {
+	case verbs.OpSend, verbs.OpSendWithImm, verbs.OpWriteWithImm:
+		return true
+	}
+	return false
+}
+
+// awaitAnswer gives the application a moment to answer the messages just
+// delivered on this connection, when this node's requests go on it too.
+func (s *conn) awaitAnswer() {
+	l := s.link.Load()
+	if l == nil || !s.answers.try() {
+		return
+	}
+	// Only this goroutine takes the routed link's responses, so pending
+	// grows only by new requests meanwhile.
+	p0 := l.pending.Load()
+	start := nanotime()
+	for l.pending.Load() == p0 && nanotime()-start < int64(answerWait) {
+		runtime.Gosched()
+	}
+	s.answers.record(l.pending.Load() != p0)
+}
+
+// takeRequests moves the requests queued on the link routed through this
+// connection, if no write of theirs is under way, into the write of
+// replies about to happen; s.wmu is held.
+func (s *conn) takeRequests() {
+	l := s.link.Load()
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.writing || len(l.out) == 0 || len(s.out)+len(l.out) > cap(s.out) || l.dev.blocked(l.address) {
+		return
+	}
+	s.out = append(s.out, l.out...)
+	l.out = l.out[:0]
+	l.queued = 0
+}
 
 // servingWindow is how long after serving a request a link's pollers keep
 // reading it with nothing of their own outstanding: an answer to what
