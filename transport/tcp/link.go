@@ -79,8 +79,12 @@ type link struct {
 	// (routed). The peer's requests on this link are executed by the
 	// reader with sess, made on the first one; rout holds the responses
 	// of the frames at hand.
-	via      atomic.Pointer[conn]
-	routed   bool   // guarded by mu
+	via    atomic.Pointer[conn]
+	routed bool // guarded by mu
+	// gather (guarded by mu) says the served connection l is routed
+	// through is about to write replies and takes l's queued requests
+	// into that write: Flush leaves them to it (shared.go).
+	gather   bool
 	peerAddr string // the peer's device address, from its WELCOME
 	sess     *nic.Session
 	peerID   uint32
@@ -228,7 +232,7 @@ func (l *link) Flush() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for !l.writing && len(l.out) > 0 && !l.dead {
+	for !l.writing && !l.gather && len(l.out) > 0 && !l.dead {
 		l.writing = true
 		buf := l.out
 		l.out = l.spare[:0]

@@ -109,13 +109,17 @@ func (s *conn) makeRoom(n int) error {
 }
 
 func (s *conn) flush() {
-	if len(s.out) == 0 || s.err != nil {
+	if s.err != nil {
 		return
 	}
 	// A large reply goes in chunks, each with the whole timeout: a peer
 	// that reads slowly is not one that reads nothing.
 	s.wmu.Lock()
 	s.takeRequests()
+	if len(s.out) == 0 {
+		s.wmu.Unlock()
+		return
+	}
 	for b := s.out; len(b) > 0 && s.err == nil; {
 		s.arm()
 		k := min(len(b), writeChunk)

@@ -90,6 +90,9 @@ func (s *conn) awaitAnswer() {
 	}
 	// Only this goroutine takes the routed link's responses, so pending
 	// grows only by new requests meanwhile.
+	l.mu.Lock()
+	l.gather = true // until takeRequests, which the flush that follows runs
+	l.mu.Unlock()
 	p0 := l.pending.Load()
 	start := nanotime()
 	for l.pending.Load() == p0 && nanotime()-start < int64(answerWait) {
@@ -100,7 +103,7 @@ func (s *conn) awaitAnswer() {
 
 // takeRequests moves the requests queued on the link routed through this
 // connection, if no write of theirs is under way, into the write of
-// replies about to happen; s.wmu is held.
+// replies about to happen, and ends the link's gather; s.wmu is held.
 func (s *conn) takeRequests() {
 	l := s.link.Load()
 	if l == nil {
@@ -108,12 +111,23 @@ func (s *conn) takeRequests() {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.writing || len(l.out) == 0 || len(s.out)+len(l.out) > cap(s.out) || l.dev.blocked(l.address) {
+	gathered := l.gather
+	l.gather = false
+	if l.writing || len(l.out) == 0 || l.dead || l.dev.blocked(l.address) {
+		return
+	}
+	if len(s.out)+len(l.out) > cap(s.out) {
+		if gathered {
+			// Too large to share this write: its posters left them to it,
+			// so they get a write of their own.
+			go l.Flush()
+		}
 		return
 	}
 	s.out = append(s.out, l.out...)
 	l.out = l.out[:0]
 	l.queued = 0
+	l.cond.Broadcast() // posters waiting for room in out
 }
 
 // servingWindow is how long after serving a request a link's pollers keep

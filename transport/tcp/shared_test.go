@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"context"
 	"encoding/binary"
 	"net"
 	"sync"
@@ -207,4 +208,120 @@ func TestSharedConnectionDeathFailsItsRequests(t *testing.T) {
 		t.Fatalf("b's READ to a dead peer: %+v", wc)
 	}
 	t.Logf("failed after %v", time.Since(start))
+}
+
+// mixedWrites is a connection that counts the writes carrying both a
+// RESPONSE and a REQUEST frame.
+type mixedWrites struct {
+	net.Conn
+	mixed *atomic.Int64
+}
+
+func (c *mixedWrites) Write(b []byte) (int, error) {
+	var resp, req bool
+	for p := b; len(p) >= 5; {
+		k := 4 + int(binary.LittleEndian.Uint32(p))
+		if k > len(p) {
+			break
+		}
+		resp = resp || p[4] == frameResp
+		req = req || p[4] == frameRequest
+		p = p[k:]
+	}
+	if resp && req {
+		c.mixed.Add(1)
+	}
+	return c.Conn.Write(b)
+}
+
+// TestAckAndAnswerShareAWrite: a node whose application answers a SEND at
+// once writes the SEND's acknowledgement and the answer together, on the
+// connection the SEND came on.
+func TestAckAndAnswerShareAWrite(t *testing.T) {
+	var mixed atomic.Int64
+	opts := options{dialTimeout: 5 * time.Second, keepalive: time.Second, spin: DefaultSpin, share: true}
+	a, err := listen("127.0.0.1:0", "", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	opts.wrapConn = func(c net.Conn) net.Conn { return &mixedWrites{Conn: c, mixed: &mixed} }
+	b, err := listen("127.0.0.1:0", "", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	pa, _ := a.AllocPD()
+	pb, _ := b.AllocPD()
+	cqa, _ := a.CreateCQ(64)
+	cqb, _ := b.CreateCQ(64)
+	qa, _ := pa.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cqa, RecvCQ: cqa})
+	qb, _ := pb.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cqb, RecvCQ: cqb})
+	if err := verbs.ConnectRC(qb, verbs.AccessAll, a.Address(), qa.QPN()); err != nil {
+		t.Fatal(err)
+	}
+	if err := verbs.ConnectRC(qa, verbs.AccessAll, b.Address(), qb.QPN()); err != nil {
+		t.Fatal(err)
+	}
+	ma, _ := pa.AllocMR(4096, verbs.AccessAll)
+	mb, _ := pb.AllocMR(4096, verbs.AccessAll)
+	recv := func(qp verbs.QP, mr verbs.MR) {
+		if err := qp.PostRecv([]verbs.RecvWR{{SGL: []verbs.SGE{{Addr: mr.Addr() + 64, Length: 64, LKey: mr.LKey()}}}}); err != nil {
+			t.Error(err)
+		}
+	}
+	send := func(qp verbs.QP, mr verbs.MR) {
+		if err := qp.PostSend([]verbs.SendWR{{Opcode: verbs.OpSend, Flags: verbs.FlagSignaled,
+			SGL: []verbs.SGE{{Addr: mr.Addr(), Length: 8, LKey: mr.LKey()}}}}); err != nil {
+			t.Error(err)
+		}
+	}
+	const rounds = 200
+	recv(qb, mb)
+	recv(qa, ma)
+	done := make(chan struct{})
+	go func() { // b answers every message at once
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		wc := make([]verbs.WC, 8)
+		for got := 0; got < rounds; {
+			n, err := verbs.PollWait(ctx, cqb, wc, verbs.PollAdaptive)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, w := range wc[:n] {
+				if w.Status != verbs.StatusSuccess {
+					t.Errorf("b: %+v", w)
+					return
+				}
+				if w.Opcode == verbs.WCRecv {
+					got++
+					recv(qb, mb)
+					send(qb, mb)
+				}
+			}
+		}
+	}()
+	for range rounds {
+		send(qa, ma)
+		for sent, echoed := false, false; !sent || !echoed; {
+			w := waitOne(t, cqa)
+			if w.Status != verbs.StatusSuccess {
+				t.Fatalf("a: %+v", w)
+			}
+			if w.Opcode == verbs.WCRecv {
+				echoed = true
+				recv(qa, ma)
+			} else {
+				sent = true
+			}
+		}
+	}
+	<-done
+	if mixed.Load() == 0 {
+		t.Errorf("no acknowledgement went in one write with the answer in %d rounds", rounds)
+	}
+	t.Logf("%d of %d acknowledgements went with the answer", mixed.Load(), rounds)
 }
