@@ -193,9 +193,7 @@ func TestSharedConnectionDeathFailsItsRequests(t *testing.T) {
 		t.Fatalf("b's READ: %+v", wc)
 	}
 	db, _ := asDevice(b)
-	db.mu.Lock()
-	l := db.links[a.Address()]
-	db.mu.Unlock()
+	l, _ := db.links.Lookup(a.Address())
 	if l == nil || l.via.Load() == nil {
 		t.Fatal("b's link to a is not routed through the connection a dialed")
 	}
