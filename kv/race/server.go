@@ -97,21 +97,43 @@ func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
 	return s, nil
 }
 
+// alloc hands out n bytes of zeroed memory. When only memory still in
+// quarantine would fit, it waits for that quarantine to end (at most
+// quarantineTime) rather than calling the node full: clients that come
+// and go faster than the quarantine would otherwise exhaust a node whose
+// memory is all given back.
 func (s *Server) alloc(n int) (uint64, error) {
+	deadline := time.Now().Add(quarantineTime)
+	for {
+		off, wait, err := s.tryAlloc(n)
+		if err == nil || wait <= 0 || time.Now().Add(wait).After(deadline.Add(time.Millisecond)) {
+			return off, err
+		}
+		time.Sleep(wait)
+	}
+}
+
+// tryAlloc is one attempt of alloc; when it fails while memory waits in
+// quarantine, wait is how long until the oldest of it is free.
+func (s *Server) tryAlloc(n int) (off uint64, wait time.Duration, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.release(time.Now())
+	now := time.Now()
+	s.release(now)
 	if off, ok := s.ext.fit(uint64(n)); ok {
 		s.ext.remove(off, uint64(n))
 		clear(s.mr.Bytes()[off : off+uint64(n)]) // handed out zeroed, as from bump
-		return off, nil
+		return off, 0, nil
 	}
-	off := (s.bump + 63) &^ 63
+	off = (s.bump + 63) &^ 63
 	if off+uint64(n) > uint64(s.mr.Len()) {
-		return 0, fmt.Errorf("%w: %d bytes of memory used", kv.ErrFull, s.bump-s.heap)
+		if len(s.held) > 0 {
+			wait = max(s.held[0].at.Add(quarantineTime).Sub(now), time.Millisecond)
+		}
+		return 0, wait, fmt.Errorf("%w: %d bytes of memory used", kv.ErrFull, s.bump-s.heap)
 	}
 	s.bump = off + uint64(n)
-	return off, nil
+	return off, 0, nil
 }
 
 func (s *Server) info(req, resp []byte) (int, error) {
