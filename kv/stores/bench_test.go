@@ -120,12 +120,12 @@ func cpuTime() time.Duration {
 
 // benchClient starts a node of design on a loop bed and returns a client
 // to it (Smart-HT's on a two-worker smart runtime).
-func benchClient(b *testing.B, design string) stores.Client {
+func benchClient(b testing.TB, design string) stores.Client {
 	return benchClientOn(b, "loop", design)
 }
 
 // benchClientOn is benchClient on a bed of scheme.
-func benchClientOn(b *testing.B, scheme, design string) stores.Client {
+func benchClientOn(b testing.TB, scheme, design string) stores.Client {
 	bed := kvtest.NewBed(b, scheme)
 	srv, err := stores.NewServer(design, bed.NodePD, 4096, 64)
 	if err != nil {
