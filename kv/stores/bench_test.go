@@ -76,7 +76,7 @@ func BenchmarkGetTasks(b *testing.B) {
 	}
 	for _, design := range []string{"prism-kv", "smart-ht"} {
 		b.Run(design, func(b *testing.B) {
-			c := benchClientOn(b, scheme, design)
+			c := benchClientOn(b, scheme, design, 64) // as kv-peers runs them
 			ctx := context.Background()
 			keys := make([][]byte, 1024)
 			val := make([]byte, 64)
@@ -121,18 +121,19 @@ func cpuTime() time.Duration {
 // benchClient starts a node of design on a loop bed and returns a client
 // to it (Smart-HT's on a two-worker smart runtime).
 func benchClient(b testing.TB, design string) stores.Client {
-	return benchClientOn(b, "loop", design)
+	return benchClientOn(b, "loop", design, 0)
 }
 
-// benchClientOn is benchClient on a bed of scheme.
-func benchClientOn(b testing.TB, scheme, design string) stores.Client {
+// benchClientOn is benchClient on a bed of scheme, with slots operations
+// in flight at once (0: the default).
+func benchClientOn(b testing.TB, scheme, design string, slots int) stores.Client {
 	bed := kvtest.NewBed(b, scheme)
 	srv, err := stores.NewServer(design, bed.NodePD, 4096, 64)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { srv.Close() })
-	var o stores.ClientOptions
+	o := stores.ClientOptions{Slots: slots}
 	if design == "smart-ht" {
 		ncq, err := bed.Node.CreateCQ(1024)
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 func TestGetAllocatesNothing(t *testing.T) {
 	for _, design := range []string{"prism-kv", "smart-ht"} {
 		t.Run(design, func(t *testing.T) {
-			c := benchClientOn(t, "loop", design)
+			c := benchClientOn(t, "loop", design, 0)
 			ctx := context.Background()
 			keys := make([][]byte, 64)
 			for i := range keys {

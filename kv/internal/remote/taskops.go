@@ -64,6 +64,11 @@ func NewTaskOps(ctx context.Context, pd verbs.PD, rt *smart.Runtime, slots, size
 
 // Acquire implements Poster.
 func (o *TaskOps) Acquire(ctx context.Context) (Slot, error) {
+	select { // a free slot without selectgo's locking of two channels
+	case i := <-o.free:
+		return slotOf(o.mr, o.size, i, &o.sc[i]), nil
+	default:
+	}
 	select {
 	case i := <-o.free:
 		return slotOf(o.mr, o.size, i, &o.sc[i]), nil
