@@ -124,8 +124,9 @@ func benchClient(b testing.TB, design string) stores.Client {
 	return benchClientOn(b, "loop", design, 0)
 }
 
-// benchClientOn is benchClient on a bed of scheme, with slots operations
-// in flight at once (0: the default).
+// benchClientOn is benchClient on a bed of scheme; slots > 0 runs that
+// many operations in flight at once, polling and with Smart-HT's runtime
+// as kv-peers does.
 func benchClientOn(b testing.TB, scheme, design string, slots int) stores.Client {
 	bed := kvtest.NewBed(b, scheme)
 	srv, err := stores.NewServer(design, bed.NodePD, 4096, 64)
@@ -134,6 +135,9 @@ func benchClientOn(b testing.TB, scheme, design string, slots int) stores.Client
 	}
 	b.Cleanup(func() { srv.Close() })
 	o := stores.ClientOptions{Slots: slots}
+	if slots > 0 {
+		o.Poll = verbs.PollEvent // as kv-peers' clients poll
+	}
 	if design == "smart-ht" {
 		ncq, err := bed.Node.CreateCQ(1024)
 		if err != nil {
@@ -156,6 +160,10 @@ func benchClientOn(b testing.TB, scheme, design string, slots int) stores.Client
 		rt, err := smart.New(context.Background(), smart.Config{Device: bed.Dev, PD: bed.PD, Nodes: []smart.ConnectFunc{connect},
 			Workers: 2, Throttle: true, Tuner: smart.TunerConfig{Candidates: []int{16, 64}, Delta: time.Millisecond},
 			Backoff: smart.BackoffConfig{Tasks: 4096}, Gather: true})
+		if slots > 0 { // kv-peers' runtime
+			rt.Close()
+			rt, err = stores.NewRuntime(context.Background(), bed.Dev, bed.PD, connect, 0)
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
