@@ -53,7 +53,7 @@ func startKVServe(ctx context.Context, env *Env, design, device string, keys int
 	}
 	n := &kvServe{design: design, token: hex.EncodeToString(tok), done: make(chan struct{}), stderr: &tailBuffer{max: 16 << 10}}
 	n.cmd = env.Command(ctx, "kv", "serve", "--store", design, "--device", device, "--listen", "127.0.0.1:0",
-		"--metrics", "127.0.0.1:0", // several nodes at once: no fixed port
+		"--metrics", "", // nodes run side by side: not all on the default port
 		"--keys", strconv.FormatInt(keys, 10), "--value", strconv.Itoa(value))
 	if n.cmd.Env == nil {
 		n.cmd.Env = os.Environ()

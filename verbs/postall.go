@@ -15,11 +15,14 @@ import (
 func PostAll(qp QP, wrs []SendWR, progress func() int, done <-chan struct{}) error {
 	for spins := 0; ; spins++ {
 		err := qp.PostSend(wrs)
-		var pe *PostError
-		if err == nil || !errors.As(err, &pe) || !errors.Is(err, ErrQueueFull) {
+		if err == nil {
+			return nil // before pe escapes to the heap: no allocation
+		}
+		n, full := queueFull(err)
+		if !full {
 			return err
 		}
-		wrs = wrs[pe.Index:]
+		wrs = wrs[n:]
 		if progress() == 0 {
 			select {
 			case <-done:
@@ -33,4 +36,14 @@ func PostAll(qp QP, wrs []SendWR, progress func() int, done <-chan struct{}) err
 			}
 		}
 	}
+}
+
+// queueFull tells whether err is a post that stopped at a full send
+// queue, and the index of the first request not posted.
+func queueFull(err error) (int, bool) {
+	var pe *PostError
+	if !errors.As(err, &pe) || !errors.Is(err, ErrQueueFull) {
+		return 0, false
+	}
+	return pe.Index, true
 }

@@ -3,6 +3,7 @@ package kvtest
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +17,8 @@ import (
 
 // Bed is a node device and a client device on one transport, for tests:
 // "loop" (the devices are nodes "node" and "client" of the loop fabric
-// named Fabric) or "tcp".
+// named Fabric), "shm" (two shared-memory devices of this process) or
+// "tcp".
 type Bed struct {
 	Fabric string
 	Node   verbs.Device // the store's node
@@ -41,8 +43,11 @@ func NewBed(t testing.TB, scheme string) *Bed {
 	b := &Bed{Fabric: fmt.Sprintf("kvtest-%d", beds.Add(1))}
 	open := func(name string) (verbs.Device, verbs.PD) {
 		uri := "loop://" + b.Fabric + "/" + name
-		if scheme == "tcp" {
+		switch scheme {
+		case "tcp":
 			uri = "tcp://127.0.0.1:0"
+		case "shm":
+			uri = fmt.Sprintf("shm://%s-%d-%s", b.Fabric, os.Getpid(), name)
 		}
 		d, err := verbs.Open(uri)
 		if err != nil {

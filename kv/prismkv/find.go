@@ -33,8 +33,7 @@ func (k bulk) ptr(s remote.Slot, b int) (uint64, bool) {
 // with lt, it first tries to take a segment lock. It returns the item's
 // bytes (in s.Buf) and the slot value.
 func (c *Client) probe(ctx context.Context, s remote.Slot, i int, withSlot, more bool, lt *lockTry) (item []byte, ptr, n uint64, k bulk, err error) {
-	var wrs [5]verbs.SendWR
-	var sgl [5]verbs.SGE
+	wrs, sgl := s.List(5) // the slot's own: a list here would escape
 	w := 0
 	if lt != nil {
 		sgl[w] = s.SGE(offLock, 8)
@@ -57,8 +56,8 @@ func (c *Client) probe(ctx context.Context, s remote.Slot, i int, withSlot, more
 		wrs[w] = verbs.SendWR{Opcode: verbs.OpRead, SGL: sgl[w : w+1], RemoteAddr: c.dist, RKey: c.rkey}
 		w++
 	}
-	sgl[w] = s.SGE(offItem, maxItem)
-	prism.IndirectRead(wrs[w:], 0, sgl[w], c.rkey, c.slotAddr(i), true)
+	wrs[w].SGL = sgl[w:w] // IndirectRead fills it in place
+	prism.IndirectRead(wrs[w:], 0, s.SGE(offItem, maxItem), c.rkey, c.slotAddr(i), true)
 	wc, err := c.ops.Do(ctx, s, wrs[:w+1])
 	if err != nil {
 		return nil, 0, 0, bulk{}, err

@@ -119,14 +119,26 @@ func (c *Client) find(ctx context.Context, s remote.Slot, cands []candidate, p p
 // them, the client refreshes its directory and looks again; else the key
 // is not there. A block whose CRC fails (torn, or reused) is read again.
 func (c *Client) get(ctx context.Context, key, dst []byte) ([]byte, error) {
+	if v, ok := c.cfg.Cache.get(c, ctx, key, dst); ok {
+		return v, nil
+	}
+	return c.getFull(ctx, key, dst)
+}
+
+// getFull is get after a first speculative read failed (or there is no
+// cache). Apart from get, as its candidates escape to the heap: a cache
+// hit allocates nothing.
+func (c *Client) getFull(ctx context.Context, key, dst []byte) ([]byte, error) {
 	p := placeOf(key)
 	var cands [4 * bucketSlots]candidate
 	for attempt := 0; ; attempt++ {
 		if attempt > 1000 {
 			return dst, fmt.Errorf("%w: GET kept finding a changing table", kv.ErrUnreachable)
 		}
-		if v, ok := c.cfg.Cache.get(c, ctx, key, dst); ok {
-			return v, nil
+		if attempt > 0 {
+			if v, ok := c.cfg.Cache.get(c, ctx, key, dst); ok {
+				return v, nil
+			}
 		}
 		d, i, e := c.entry(p.h)
 		s, err := c.ops.Acquire(ctx)

@@ -35,10 +35,10 @@ func (sc *SlotCache) get(c *Client, ctx context.Context, key, dst []byte) ([]byt
 		sc.drop(key)
 		return dst, false
 	}
-	w := []verbs.SendWR{
-		{Opcode: verbs.OpRead, SGL: []verbs.SGE{s.SGE(offCAS, 8)}, RemoteAddr: x.addr, RKey: c.rkey},
-		{Opcode: verbs.OpRead, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{s.SGE(offBlock, n)}, RemoteAddr: slotAddr(x.word), RKey: c.rkey},
-	}
+	w, sgl := s.List(2) // the slot's own: a list here would escape
+	sgl[0], sgl[1] = s.SGE(offCAS, 8), s.SGE(offBlock, n)
+	w[0] = verbs.SendWR{Opcode: verbs.OpRead, SGL: sgl[0:1], RemoteAddr: x.addr, RKey: c.rkey}
+	w[1] = verbs.SendWR{Opcode: verbs.OpRead, Flags: verbs.FlagSignaled, SGL: sgl[1:2], RemoteAddr: slotAddr(x.word), RKey: c.rkey}
 	if err := c.do(ctx, s, w); err != nil {
 		c.putBack(s, err)
 		return dst, false // the full lookup reports the error

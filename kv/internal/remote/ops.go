@@ -25,6 +25,7 @@ type Ops struct {
 	size     int
 	free     chan int
 	slots    []chan verbs.WC
+	scratch  []scratch
 	done     <-chan struct{}
 	cause    func() error
 	progress func() int
@@ -62,7 +63,8 @@ func New(pd verbs.PD, qp verbs.QP, slots, size int, conn Conn) (*Ops, error) {
 		return nil, err
 	}
 	o := &Ops{qp: qp, mr: mr, size: size, free: make(chan int, slots), slots: make([]chan verbs.WC, slots),
-		done: conn.Done(), cause: conn.Err, progress: conn.Progress, router: conn.Router()}
+		scratch: make([]scratch, slots),
+		done:    conn.Done(), cause: conn.Err, progress: conn.Progress, router: conn.Router()}
 	o.comb = verbs.Combiner{Post: o.postAll, Fail: o.failBatch, Yield: true}
 	for i := range o.slots {
 		o.slots[i] = make(chan verbs.WC, 1)
@@ -105,11 +107,40 @@ type Slot struct {
 	Buf  []byte // the slot's registered bytes
 	addr uint64 // Buf's address
 	lkey uint32
+	sc   *scratch
 }
 
-// slotOf is slot i of the slots of size bytes in mr.
-func slotOf(mr verbs.MR, size, i int) Slot {
-	return Slot{i: i, Buf: mr.Bytes()[i*size : (i+1)*size], addr: mr.Addr() + uint64(i*size), lkey: mr.LKey()}
+// ListCap is how many requests a slot's List holds without allocating.
+const ListCap = 8
+
+// scratch is a slot's request list. It lives as long as the slot, so a
+// list built in it stays valid until it completes (its SGLs too, which
+// the QP reads then), even when its caller gives up first: the slot is
+// not reused before that. A list of the pool's own memory is what keeps
+// a GET from allocating: a list on the caller's stack escapes to the
+// heap, as the poster keeps it.
+type scratch struct {
+	wrs [ListCap]verbs.SendWR
+	sgl [ListCap]verbs.SGE
+}
+
+// slotOf is slot i of the slots of size bytes in mr, with its scratch
+// list sc.
+func slotOf(mr verbs.MR, size, i int, sc *scratch) Slot {
+	return Slot{i: i, Buf: mr.Bytes()[i*size : (i+1)*size], addr: mr.Addr() + uint64(i*size), lkey: mr.LKey(), sc: sc}
+}
+
+// List returns the slot's request list of n requests and n SGEs, zeroed
+// (for one SGE per request: wrs[j].SGL = sgl[j:j+1]). It is the slot's
+// own (allocated when n > ListCap): valid until the slot's next List.
+func (s Slot) List(n int) ([]verbs.SendWR, []verbs.SGE) {
+	if n > ListCap || s.sc == nil {
+		return make([]verbs.SendWR, n), make([]verbs.SGE, n)
+	}
+	wrs, sgl := s.sc.wrs[:n], s.sc.sgl[:n]
+	clear(wrs)
+	clear(sgl)
+	return wrs, sgl
 }
 
 // SGE describes n bytes of the slot's buffer from off.
@@ -140,9 +171,14 @@ var _ Poster = (*Ops)(nil)
 
 // Acquire takes a free slot, waiting while all are in use.
 func (o *Ops) Acquire(ctx context.Context) (Slot, error) {
+	select { // a free slot without selectgo's locking of three channels
+	case i := <-o.free:
+		return slotOf(o.mr, o.size, i, &o.scratch[i]), nil
+	default:
+	}
 	select {
 	case i := <-o.free:
-		return slotOf(o.mr, o.size, i), nil
+		return slotOf(o.mr, o.size, i, &o.scratch[i]), nil
 	case <-ctx.Done():
 		return Slot{}, ctx.Err()
 	case <-o.done:

@@ -23,6 +23,7 @@ type TaskOps struct {
 	size  int
 	free  chan int
 	tasks []*smart.Task // slot i's task
+	sc    []scratch
 	trips atomic.Uint64
 
 	// A slot whose caller gave up while its list was in flight is away:
@@ -47,7 +48,7 @@ func NewTaskOps(ctx context.Context, pd verbs.PD, rt *smart.Runtime, slots, size
 	if err != nil {
 		return nil, err
 	}
-	o := &TaskOps{rt: rt, mr: mr, size: size, free: make(chan int, slots), tasks: make([]*smart.Task, slots), away: make([]bool, slots)}
+	o := &TaskOps{rt: rt, mr: mr, size: size, free: make(chan int, slots), tasks: make([]*smart.Task, slots), sc: make([]scratch, slots), away: make([]bool, slots)}
 	ws := rt.Workers()
 	for i := 0; i < slots; i++ {
 		t, err := ws[i%len(ws)].Enter(ctx)
@@ -63,9 +64,14 @@ func NewTaskOps(ctx context.Context, pd verbs.PD, rt *smart.Runtime, slots, size
 
 // Acquire implements Poster.
 func (o *TaskOps) Acquire(ctx context.Context) (Slot, error) {
+	select { // a free slot without selectgo's locking of two channels
+	case i := <-o.free:
+		return slotOf(o.mr, o.size, i, &o.sc[i]), nil
+	default:
+	}
 	select {
 	case i := <-o.free:
-		return slotOf(o.mr, o.size, i), nil
+		return slotOf(o.mr, o.size, i, &o.sc[i]), nil
 	case <-ctx.Done():
 		return Slot{}, ctx.Err()
 	}
