@@ -55,16 +55,18 @@ func (provider) Scheme() string { return Scheme }
 //	doorbell=wr       one write system call per work request instead of one
 //	                  per post list (doorbell=list, the default): the
 //	                  no-batching side of the guideline, for comparison
-//	share=0           a connection carries requests one way only: this
-//	                  node neither serves requests on the links it dials
-//	                  nor sends its own on connections peers dialed
-//	                  (default share=1: one connection per pair of nodes
-//	                  when it can, see docs/wire.md)
+//	share=1           one connection per pair of nodes when it can: this
+//	                  node serves requests on the links it dials and
+//	                  sends its own on connections peers dialed (see
+//	                  docs/wire.md). Off by default (share=0): a peer's
+//	                  claim to be the node at an address is not proven,
+//	                  so a token holder on the same host could receive
+//	                  requests meant for another node
 func (provider) Open(u *url.URL) (verbs.Device, error) {
 	if u.Host == "" || (u.Path != "" && u.Path != "/") {
 		return nil, fmt.Errorf("%w: want tcp://HOST:PORT, got %q", verbs.ErrBadURI, u.String())
 	}
-	opts := options{dialTimeout: 5 * time.Second, keepalive: time.Second, spin: DefaultSpin, share: true}
+	opts := options{dialTimeout: 5 * time.Second, keepalive: time.Second, spin: DefaultSpin}
 	q := u.Query()
 	if v := q.Get("membudget"); v != "" {
 		n, err := parseBytes(v)
@@ -89,9 +91,9 @@ func (provider) Open(u *url.URL) (verbs.Device, error) {
 		return nil, fmt.Errorf("%w: doorbell=%q (list or wr)", verbs.ErrBadURI, q.Get("doorbell"))
 	}
 	switch q.Get("share") {
-	case "", "1", "true":
-	case "0", "false":
-		opts.share = false
+	case "1", "true":
+		opts.share = true
+	case "", "0", "false":
 	default:
 		return nil, fmt.Errorf("%w: share=%q", verbs.ErrBadURI, q.Get("share"))
 	}

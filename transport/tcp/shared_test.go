@@ -153,12 +153,12 @@ func TestEchoComesBackOnTheRequestsConnection(t *testing.T) {
 // node's requests were routed through closes (its peer died), those
 // requests fail with RETRY_EXC_ERR at once, and later ones too.
 func TestSharedConnectionDeathFailsItsRequests(t *testing.T) {
-	a, err := verbs.Open("tcp://127.0.0.1:0")
+	a, err := verbs.Open("tcp://127.0.0.1:0?share=1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := verbs.Open("tcp://127.0.0.1:0")
+	b, err := verbs.Open("tcp://127.0.0.1:0?share=1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,4 +322,24 @@ func TestAckAndAnswerShareAWrite(t *testing.T) {
 		t.Errorf("no acknowledgement went in one write with the answer in %d rounds", rounds)
 	}
 	t.Logf("%d of %d acknowledgements went with the answer", mixed.Load(), rounds)
+}
+
+// TestShareIsOptIn: a device shares connections only when its URI says
+// share=1, because a peer's claim to be the node at an address is not
+// proven (docs/wire.md).
+func TestShareIsOptIn(t *testing.T) {
+	for uri, want := range map[string]bool{"tcp://127.0.0.1:0": false, "tcp://127.0.0.1:0?share=0": false, "tcp://127.0.0.1:0?share=1": true} {
+		dev, err := verbs.Open(uri)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _ := asDevice(dev)
+		if d.opts.share != want {
+			t.Errorf("%s: share %v, want %v", uri, d.opts.share, want)
+		}
+		dev.Close()
+	}
+	if _, err := verbs.Open("tcp://127.0.0.1:0?share=maybe"); err == nil {
+		t.Error("share=maybe accepted")
+	}
 }
