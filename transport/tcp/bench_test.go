@@ -175,13 +175,8 @@ func (p *echoPair) roundTrip(ctx context.Context, wc []verbs.WC, pol verbs.PollP
 
 // BenchmarkSendEcho8 is the echoed SEND round trip that
 // BenchmarkRead8List1 is the READ round trip of: one 8 B message at a
-// time, posted, completed and echoed back by a service on the peer (the
-// default: the echo on the answerer's own link).
+// time, posted, completed and echoed back by a service on the peer.
 func BenchmarkSendEcho8(b *testing.B) { benchSendEcho(b, "") }
-
-// BenchmarkSendEcho8Shared is BenchmarkSendEcho8 with share=1: the echo
-// on the connection the question came on, for comparison.
-func BenchmarkSendEcho8Shared(b *testing.B) { benchSendEcho(b, "?share=1") }
 
 func benchSendEcho(b *testing.B, query string) {
 	p := newEchoPair(b, query)

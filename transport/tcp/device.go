@@ -55,13 +55,6 @@ func (provider) Scheme() string { return Scheme }
 //	doorbell=wr       one write system call per work request instead of one
 //	                  per post list (doorbell=list, the default): the
 //	                  no-batching side of the guideline, for comparison
-//	share=1           one connection per pair of nodes when it can: this
-//	                  node serves requests on the links it dials and
-//	                  sends its own on connections peers dialed (see
-//	                  docs/wire.md). Off by default (share=0): a peer's
-//	                  claim to be the node at an address is not proven,
-//	                  so a token holder on the same host could receive
-//	                  requests meant for another node
 func (provider) Open(u *url.URL) (verbs.Device, error) {
 	if u.Host == "" || (u.Path != "" && u.Path != "/") {
 		return nil, fmt.Errorf("%w: want tcp://HOST:PORT, got %q", verbs.ErrBadURI, u.String())
@@ -89,13 +82,6 @@ func (provider) Open(u *url.URL) (verbs.Device, error) {
 		opts.doorbellPerWR = true
 	default:
 		return nil, fmt.Errorf("%w: doorbell=%q (list or wr)", verbs.ErrBadURI, q.Get("doorbell"))
-	}
-	switch q.Get("share") {
-	case "1", "true":
-		opts.share = true
-	case "", "0", "false":
-	default:
-		return nil, fmt.Errorf("%w: share=%q", verbs.ErrBadURI, q.Get("share"))
 	}
 	switch q.Get("memfd") {
 	case "", "0", "false":
@@ -131,7 +117,6 @@ type options struct {
 	keepalive     time.Duration
 	memBudget     int64 // 0: DefaultMemBudget
 	maxConns      int   // 0: DefaultMaxConns
-	share         bool  // one connection per pair of nodes when it can (shared.go)
 }
 
 // device is a tcp node: a nic.Node, the listener its soft NIC serves on,
@@ -146,9 +131,6 @@ type device struct {
 	links nic.LinkTable[*link] // the peers this device dialed, by address
 	peers nic.PeerTable        // accepted peers by id: their device address
 	conns map[net.Conn]struct{}
-
-	smu    sync.Mutex
-	served map[string]*conn // connections peers serve requests on, by peer address (shared.go)
 
 	budget   *budget
 	closed   atomic.Bool
@@ -186,7 +168,6 @@ func listen(hostport, advertise string, opts options) (*device, error) {
 		opts:   opts,
 		ln:     ln,
 		conns:  map[net.Conn]struct{}{},
-		served: map[string]*conn{},
 		stop:   make(chan struct{}),
 	}
 	d.node = nic.NewNode(nic.Config{

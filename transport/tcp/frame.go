@@ -93,21 +93,15 @@ func decodeResponse(body []byte, r *nic.Response) error {
 // hello is the opening frame of a connection.
 type hello struct {
 	version uint16
-	flags   uint16 // helloServes; other bits reserved, 0
 	address string // the dialer's own device address, for replies
 	token   string
 }
-
-// helloServes says the dialer serves requests on the connection it
-// opens: the listener may send its own requests to the dialer on it
-// (shared.go).
-const helloServes = 1
 
 func appendHello(b []byte, h *hello) []byte {
 	b = appendFrameHeader(b, frameHello, 4+2+2+2+len(h.address)+2+len(h.token))
 	b = binary.LittleEndian.AppendUint32(b, Magic)
 	b = binary.LittleEndian.AppendUint16(b, h.version)
-	b = binary.LittleEndian.AppendUint16(b, h.flags)
+	b = binary.LittleEndian.AppendUint16(b, 0)
 	b = appendString(b, h.address)
 	return appendString(b, h.token)
 }
@@ -118,10 +112,6 @@ func decodeHello(body []byte) (hello, error) {
 		return h, fmt.Errorf("%w: not an rdmakit hello", ErrProtocol)
 	}
 	h.version = binary.LittleEndian.Uint16(body[4:])
-	h.flags = binary.LittleEndian.Uint16(body[6:])
-	if h.flags&^helloServes != 0 {
-		return h, fmt.Errorf("%w: reserved hello flags %#x", ErrProtocol, h.flags)
-	}
 	rest := body[8:]
 	var err error
 	if h.address, rest, err = readString(rest); err != nil {

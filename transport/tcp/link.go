@@ -73,25 +73,6 @@ type link struct {
 	released chan struct{}
 	pending  atomic.Int64 // requests appended and not yet answered
 	resp     nic.Response
-
-	// Sharing (shared.go). via is the served connection this link's
-	// requests go on instead of its own, chosen before the first request
-	// (routed). The peer's requests on this link are executed by the
-	// reader with sess, made on the first one; rout holds the responses
-	// of the frames at hand.
-	via    atomic.Pointer[conn]
-	routed bool // guarded by mu
-	// gather (guarded by mu) says the served connection l is routed
-	// through is about to write replies and takes l's queued requests
-	// into that write: Flush leaves them to it (shared.go).
-	gather   bool
-	peerAddr string // the peer's device address, from its WELCOME
-	sess     *nic.Session
-	peerID   uint32
-	req      nic.Request
-	pbuf     [1][]byte
-	rout     []byte
-	servedAt atomic.Int64 // nanotime of the last request served
 }
 
 var _ nic.Link = (*link)(nil)
@@ -107,11 +88,7 @@ func dial(d *device, address, hostport string) (*link, error) {
 		tc.SetNoDelay(true)
 	}
 	c.SetDeadline(time.Now().Add(d.opts.dialTimeout))
-	h := &hello{version: Version, address: d.node.Address(), token: d.opts.token}
-	if d.opts.share {
-		h.flags = helloServes
-	}
-	msg := appendHello(nil, h)
+	msg := appendHello(nil, &hello{version: Version, address: d.node.Address(), token: d.opts.token})
 	if _, err := c.Write(msg); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("tcp: handshake with %s: %w", address, err)
@@ -122,7 +99,6 @@ func dial(d *device, address, hostport string) (*link, error) {
 		c.Close()
 		return nil, fmt.Errorf("tcp: handshake with %s: %w", address, err)
 	}
-	var peerAddr string
 	switch typ {
 	case frameWelcome:
 		w, err := decodeWelcome(body)
@@ -134,7 +110,6 @@ func dial(d *device, address, hostport string) (*link, error) {
 			c.Close()
 			return nil, fmt.Errorf("%w: %s speaks version %d", ErrProtocol, address, w.version)
 		}
-		peerAddr = w.address
 	case frameReject:
 		code, reason, _ := decodeReject(body)
 		c.Close()
@@ -151,7 +126,7 @@ func dial(d *device, address, hostport string) (*link, error) {
 	}
 	fr.r = raw
 	l := &link{dev: d, address: address, conn: c, done: make(chan struct{}), raw: raw, fr: fr,
-		released: make(chan struct{}, 1), peerAddr: peerAddr}
+		released: make(chan struct{}, 1)}
 	l.cond.L = &l.mu
 	l.lastRecv.Store(time.Now().UnixNano())
 	go l.read()
@@ -180,12 +155,6 @@ func (l *link) Append(r *nic.Request) error {
 	}
 	if len(l.out) >= maxPending {
 		return nic.ErrLinkFull
-	}
-	if !l.routed {
-		l.routed = true
-		if s := l.dev.route(l); s != nil {
-			l.via.Store(s)
-		}
 	}
 	l.out = appendRequest(l.out, r)
 	if !r.Datagram {
@@ -232,7 +201,7 @@ func (l *link) Flush() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for !l.writing && !l.gather && len(l.out) > 0 && !l.dead {
+	for !l.writing && len(l.out) > 0 && !l.dead {
 		l.writing = true
 		buf := l.out
 		l.out = l.spare[:0]
@@ -274,9 +243,6 @@ const writeChunk = 256 << 10
 // socket buffers only a few chunks for a peer that does not read, so a
 // stopped peer stops this progress soon.
 func (l *link) write(buf []byte) error {
-	if s := l.via.Load(); s != nil {
-		return s.writeShared(buf, l)
-	}
 	for len(buf) > 0 {
 		k := min(len(buf), writeChunk)
 		if _, err := l.conn.Write(buf[:k]); err != nil {
@@ -368,10 +334,10 @@ func (l *link) read() {
 // waits for answers and nobody else is reading. It is the progress an
 // application drives by polling its CQ.
 func (l *link) poll() {
-	now := nanotime()
-	if (l.pending.Load() <= 0 && now-l.servedAt.Load() > servingWindow) || l.via.Load() != nil {
-		return // nothing expected; or the answers come on the served connection
+	if l.pending.Load() <= 0 {
+		return
 	}
+	now := nanotime()
 	if now-l.emptyAt.Load() < emptyWait || !l.tok.CompareAndSwap(0, 1) {
 		return
 	}
@@ -425,9 +391,6 @@ func (l *link) drain() error {
 	if l.fr.received != before { // one clock reading per batch of bytes
 		l.lastRecv.Store(time.Now().UnixNano())
 	}
-	if len(l.rout) > 0 {
-		l.answer()
-	}
 	return err
 }
 
@@ -451,16 +414,6 @@ func (l *link) handleFrames() error {
 			l.resps.Add(1)
 			l.dev.node.HandleResponse(l, &l.resp)
 		case framePong:
-		case frameRequest:
-			if err := l.serveRequest(body); err != nil {
-				return err
-			}
-		case framePing:
-			if len(body) != 8 {
-				return fmt.Errorf("%w: ping of %d bytes from %s", ErrProtocol, len(body), l.address)
-			}
-			l.rout = appendFrameHeader(l.rout, framePong, 8)
-			l.rout = append(l.rout, body...)
 		default:
 			return fmt.Errorf("%w: frame type %d from %s", ErrProtocol, typ, l.address)
 		}
@@ -482,7 +435,6 @@ func (l *link) fail(err error) {
 	l.mu.Unlock()
 	close(l.done)
 	l.conn.Close()
-	l.closeShared()
 	l.dev.forget(l)
 	if !l.dev.closed.Load() {
 		slog.Debug("tcp link down", "peer", l.address, "err", err)

@@ -27,11 +27,6 @@ type rawReader struct {
 	p      []byte
 	n      int
 	err    error
-	// writeNB's state, bound once like fn.
-	wfn  func(fd uintptr) bool
-	wp   []byte
-	wn   int
-	werr error
 }
 
 func newRawReader(c net.Conn) (*rawReader, error) {
@@ -46,7 +41,6 @@ func newRawReader(c net.Conn) (*rawReader, error) {
 	r := &rawReader{rc: rc}
 	r.fn = r.read
 	r.waitFn = r.wait
-	r.wfn = r.write
 	return r, nil
 }
 
@@ -77,35 +71,6 @@ func (r *rawReader) Read(p []byte) (int, error) {
 	}
 	r.p = nil
 	return r.n, r.err
-}
-
-// writeNB writes what the socket takes of p now, without waiting for it
-// to take more.
-func (r *rawReader) writeNB(p []byte) (int, error) {
-	r.wp = p
-	if err := r.rc.Write(r.wfn); err != nil {
-		return 0, err
-	}
-	r.wp = nil
-	return r.wn, r.werr
-}
-
-// write is RawConn.Write's callback: one attempt, never a wait.
-func (r *rawReader) write(fd uintptr) bool {
-	for {
-		n, err := unix.Write(int(fd), r.wp)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			r.wn, r.werr = 0, nil
-		case err != nil:
-			r.wn, r.werr = 0, err
-		default:
-			r.wn, r.werr = n, nil
-		}
-		return true
-	}
 }
 
 // waitReadable blocks until the socket may have data (or fails). One

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rdmakit/rdmakit/nic"
@@ -56,21 +54,6 @@ type conn struct {
 	timeout time.Duration
 	armed   time.Time
 	err     error
-
-	// Sharing (shared.go): wmu orders the writes of replies and of the
-	// requests of link, this node's link to the peer routed through this
-	// connection (set once); requests says the peer has sent requests on
-	// it; resp is where link's responses are decoded.
-	wmu      sync.Mutex
-	link     atomic.Pointer[link]
-	requests atomic.Bool
-	resp     nic.Response
-	// Piggybacking (shared.go): acked says the last request served
-	// succeeded; delivered that a message was delivered since the last
-	// write; answers scores how often a delivery was answered in time.
-	acked     bool
-	delivered bool
-	answers   answerScore
 }
 
 // Respond implements nic.Responder. It only copies the reply: the serve
@@ -81,7 +64,6 @@ func (s *conn) Respond(r *nic.Response) {
 	if r.Kind == nic.RespDrop {
 		return // a request from the wrong peer gets nothing
 	}
-	s.acked = r.Kind == nic.RespAck && r.Status == verbs.StatusSuccess
 	s.out = appendResponse(s.out, r)
 }
 
@@ -109,24 +91,20 @@ func (s *conn) makeRoom(n int) error {
 }
 
 func (s *conn) flush() {
-	if s.err != nil {
+	if len(s.out) == 0 || s.err != nil {
 		return
 	}
 	// A large reply goes in chunks, each with the whole timeout: a peer
 	// that reads slowly is not one that reads nothing.
-	s.wmu.Lock()
-	s.takeRequests()
-	if len(s.out) == 0 {
-		s.wmu.Unlock()
-		return
-	}
 	for b := s.out; len(b) > 0 && s.err == nil; {
-		s.arm()
+		if now := time.Now(); now.Sub(s.armed) > s.timeout/8 {
+			s.armed = now
+			s.c.SetWriteDeadline(now.Add(s.timeout))
+		}
 		k := min(len(b), writeChunk)
 		_, s.err = s.c.Write(b[:k])
 		b = b[k:]
 	}
-	s.wmu.Unlock()
 	if cap(s.out) > cap(s.base) {
 		s.hold.put(s.out)
 	}
@@ -193,15 +171,6 @@ func (d *device) serve(c net.Conn) {
 	} // else: a wrapped connection (tests) is read with blocking reads
 	sess := d.node.NewSession(peer, h.address)
 	defer sess.Close()
-	if h.flags&helloServes != 0 {
-		d.offer(h.address, s)
-		defer func() {
-			d.withdraw(h.address, s)
-			if l := s.link.Load(); l != nil {
-				l.fail(errors.New("its shared connection closed"))
-			}
-		}()
-	}
 	var req nic.Request
 	var pbuf [1][]byte
 	for {
@@ -224,24 +193,8 @@ func (d *device) serve(c net.Conn) {
 			s.flush() // answers already made go out before the fault holds the rest
 			d.waitOpen(h.address)
 		}
-		if l := s.link.Load(); l != nil {
-			l.lastRecv.Store(time.Now().UnixNano()) // the routed link's liveness
-		}
 		switch typ {
-		case frameResp:
-			if err := s.takeResponse(body); err != nil {
-				d.refuse(c, err)
-				return
-			}
-		case framePong:
-			if s.link.Load() == nil {
-				d.refuse(c, fmt.Errorf("%w: frame type %d", ErrProtocol, typ))
-				return
-			}
 		case frameRequest:
-			if !s.requests.Load() {
-				s.requests.Store(true)
-			}
 			if err := decodeRequest(body, &req, &pbuf); err != nil {
 				d.refuse(c, err)
 				return
@@ -251,11 +204,7 @@ func (d *device) serve(c net.Conn) {
 					return
 				}
 			}
-			s.acked = false
 			sess.Serve(&req, s)
-			if s.acked && delivers(&req) {
-				s.delivered = true
-			}
 			req.Payload, pbuf[0] = nil, nil
 		case framePing:
 			if len(body) != 8 {
@@ -269,10 +218,6 @@ func (d *device) serve(c net.Conn) {
 			return
 		}
 		if len(s.out) > maxOut || !fr.pending() {
-			if s.delivered {
-				s.delivered = false
-				s.awaitAnswer()
-			}
 			s.flush()
 		}
 		if s.err != nil {
