@@ -36,10 +36,11 @@ func (d *device) accept() {
 	}
 }
 
-// conn is one incoming connection: the soft NIC serving a peer's
-// requests. One goroutine reads, executes and answers, coalescing the
-// answers to everything it found buffered into one write.
-type conn struct {
+// session is one incoming connection: the soft NIC serving a peer's
+// requests (the role shm's session plays; the connections this node
+// dialed are its links). One goroutine reads, executes and answers,
+// coalescing the answers to everything it found buffered into one write.
+type session struct {
 	c   net.Conn
 	out []byte
 	// base is out's own buffer. Only a READ reply too large for it
@@ -60,7 +61,7 @@ type conn struct {
 // loop writes it after nic.Session.Serve returns, once the memory region a
 // READ reply comes from is released, so that a peer that stops reading
 // cannot hold the region (MR.Deregister waits for it).
-func (s *conn) Respond(r *nic.Response) {
+func (s *session) Respond(r *nic.Response) {
 	if r.Kind == nic.RespDrop {
 		return // a request from the wrong peer gets nothing
 	}
@@ -70,7 +71,7 @@ func (s *conn) Respond(r *nic.Response) {
 // makeRoom prepares out for a READ reply of n bytes: it writes what out
 // holds if the reply would not fit after it, and takes a buffer reserved
 // from the budget when the reply fits none at hand.
-func (s *conn) makeRoom(n int) error {
+func (s *session) makeRoom(n int) error {
 	const overhead = 64 // frame and response headers
 	if len(s.out)+n+overhead <= cap(s.out) {
 		return nil
@@ -90,7 +91,7 @@ func (s *conn) makeRoom(n int) error {
 	return nil
 }
 
-func (s *conn) flush() {
+func (s *session) flush() {
 	if len(s.out) == 0 || s.err != nil {
 		return
 	}
@@ -164,7 +165,7 @@ func (d *device) serve(c net.Conn) {
 	fr.limit(d.budget, 5*d.opts.keepalive, c.SetReadDeadline)
 	defer fr.free()
 	base := make([]byte, 0, maxOut+4<<10)
-	s := &conn{c: c, out: base, base: base, hold: newHold(d.budget), timeout: 5 * d.opts.keepalive}
+	s := &session{c: c, out: base, base: base, hold: newHold(d.budget), timeout: 5 * d.opts.keepalive}
 	defer s.hold.close()
 	if raw, err := newRawReader(c); err == nil {
 		fr.r = &spinReader{raw: raw, spin: d.opts.spin}
