@@ -13,7 +13,7 @@ import (
 type Captured struct {
 	// Cmd is the child's command, started.
 	Cmd *exec.Cmd
-	out lockedBuffer
+	out LockedBuffer
 }
 
 // StartCaptured starts the test binary as a child playing role with arg,
@@ -44,20 +44,23 @@ func StartCaptured(t testing.TB, role, arg string, files ...*os.File) *Captured 
 // Output is what the child wrote so far.
 func (c *Captured) Output() string { return c.out.String() }
 
-// lockedBuffer is a bytes.Buffer that the command's copying goroutine
-// writes while a test reads it.
-type lockedBuffer struct {
+// LockedBuffer is a bytes.Buffer that one goroutine may write while
+// another reads it: a child's or an in-process command's captured
+// output. The zero LockedBuffer is ready.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+// String returns what was written so far.
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()

@@ -161,7 +161,19 @@ func (b *Bed) Runtime(t testing.TB, workers int) *smart.Runtime {
 	if err != nil {
 		t.Fatal(err)
 	}
-	connect := func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
+	rt, err := stores.NewRuntime(context.Background(), b.Dev, b.PD, b.RuntimeConnect(ncq), workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	return rt
+}
+
+// RuntimeConnect is a smart runtime's ConnectFunc for this bed: each
+// worker's QP on the client device, connected to a new QP of the node
+// device whose completions go to ncq.
+func (b *Bed) RuntimeConnect(ncq verbs.CQ) smart.ConnectFunc {
+	return func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
 		qp, err := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 512}})
 		if err != nil {
 			return nil, err
@@ -175,12 +187,6 @@ func (b *Bed) Runtime(t testing.TB, workers int) *smart.Runtime {
 		}
 		return qp, verbs.ConnectRC(qp, verbs.AccessAll, b.Node.Address(), nqp.QPN())
 	}
-	rt, err := stores.NewRuntime(context.Background(), b.Dev, b.PD, connect, workers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rt.Close)
-	return rt
 }
 
 // connectNode connects the node's end of a connection (in INIT) as kv

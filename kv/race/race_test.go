@@ -30,21 +30,7 @@ func node(t *testing.T, scheme string, cfg race.Config, clients int, cache *race
 		if err != nil {
 			t.Fatal(err)
 		}
-		connect := func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
-			qp, err := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq, Cap: verbs.QPCap{MaxSendWR: 512}})
-			if err != nil {
-				return nil, err
-			}
-			nqp, err := b.NodePD.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: ncq, RecvCQ: ncq})
-			if err != nil {
-				return nil, err
-			}
-			if err := verbs.ConnectRC(nqp, verbs.AccessAll, b.Dev.Address(), qp.QPN()); err != nil {
-				return nil, err
-			}
-			return qp, verbs.ConnectRC(qp, verbs.AccessAll, b.Node.Address(), nqp.QPN())
-		}
-		rt, err = smart.New(context.Background(), smart.Config{Device: b.Dev, PD: b.PD, Nodes: []smart.ConnectFunc{connect},
+		rt, err = smart.New(context.Background(), smart.Config{Device: b.Dev, PD: b.PD, Nodes: []smart.ConnectFunc{b.RuntimeConnect(ncq)},
 			Workers: 2, Throttle: true, Tuner: smart.TunerConfig{Candidates: []int{16, 64}, Delta: time.Millisecond},
 			Backoff: smart.BackoffConfig{Tasks: 4096}, Gather: true})
 		if err != nil {
