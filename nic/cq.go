@@ -28,10 +28,9 @@ const (
 // Its fields sit in three cache lines by who writes them: what is set up
 // once or rarely changes (read by producer and poller alike), the
 // poller's (its lock and the head, written on every Poll), and the solo
-// producer's tail. In one line, a poller spinning on an empty CQ took
-// that line from the producer on every Poll, and every completion paid
-// for it (a 1-worker READ loop lost a fifth of its rate to the solo mode
-// when the fields shared a line).
+// producer's tail. In one line, a poller spinning on an empty CQ takes
+// that line from the producer on every Poll, and every completion pays
+// a miss for the armed and overrun flags it reads.
 type CQ struct {
 	node  *Node
 	ring  []cqe // a power of two entries, at least depth
