@@ -160,6 +160,7 @@ func (c *Client) claim(ctx context.Context, s remote.Slot, key []byte, h uint64,
 				ch.raise = f.takeD
 			}
 		}
+		hook(hookLocked)
 		r, err := c.run(ctx, s, ch)
 		if err != nil {
 			c.unlock(lt.seg, lt.token)
