@@ -60,6 +60,9 @@ type Client struct {
 	life    sync.RWMutex
 	hits    atomic.Uint64
 	lookups atomic.Uint64
+	// takeovers counts segment locks taken over from a holder that kept
+	// one for leaseTime.
+	takeovers atomic.Uint64
 
 	cache *slotCache
 

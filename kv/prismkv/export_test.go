@@ -22,3 +22,6 @@ func SetRingGrace(s *Server, d time.Duration) { s.ring.SetHoleGrace(d) }
 
 // RingHoles is how many never-filled return ring slots the node passed.
 func (s *Server) RingHoles() uint64 { return s.ring.Holes() }
+
+// Takeovers counts the segment locks c took over after their lease.
+func (c *Client) Takeovers() uint64 { return c.takeovers.Load() }

@@ -39,7 +39,7 @@ func dialNode(ctx context.Context, addr string) (*kvtest.Remote[*prismkv.Client]
 func TestKilledWriters(t *testing.T) {
 	const slots = 1 << 14
 	const memory = 2 << 20
-	const ringGrace = 20 * time.Millisecond
+	const ringGrace = 100 * time.Millisecond
 	addr, srv := kvtest.ServeNode(t, "prismkv", func(pd verbs.PD) (*prismkv.Server, error) {
 		s, err := prismkv.NewServer(pd, prismkv.Config{Slots: slots, Memory: memory, Stock: 64 << 10})
 		if err == nil {
@@ -70,7 +70,7 @@ func TestKilledWriters(t *testing.T) {
 		// The ring passes the dead writers' reserved slots within two
 		// graces of their reservation: wait for that with a wide margin
 		// (the node's memory would run out first otherwise).
-		time.Sleep(25 * ringGrace)
+		time.Sleep(10 * ringGrace)
 		churn(t, cs, 2*memory)
 	}
 	t.Logf("the node passed %d return ring holes", srv.RingHoles())
@@ -79,12 +79,12 @@ func TestKilledWriters(t *testing.T) {
 	}
 }
 
-// churn has the clients overwrite a key each with 4 KB values until
+// churn has the clients overwrite a key each with 1 KB values until
 // they have written total bytes: the node must recycle the replaced
 // items.
 func churn(t *testing.T, cs []kv.Store, total int) {
 	t.Helper()
-	value := make([]byte, 4000)
+	value := make([]byte, 1000)
 	var wg sync.WaitGroup
 	for ci, c := range cs {
 		wg.Add(1)
