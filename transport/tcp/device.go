@@ -228,6 +228,24 @@ func (d *device) progress() {
 	}
 }
 
+// awaiting reports whether a link of this device has requests on the wire
+// awaiting their answers. Its sessions do not spin then: a message to
+// this node is then most likely the consequence of its own request — the
+// answer of a service that answers a SEND with a SEND, an echo — and
+// cannot come before that request's round trip, for which a spinning
+// session would hold a CPU that the peer needs to answer (on a loaded
+// 2-core machine, a client spinning that way made every echoed SEND
+// slower). A node that only answers (READs, or SENDs whose answers have
+// been acknowledged) spins as before.
+func (d *device) awaiting() bool {
+	for _, l := range d.links.Snapshot() {
+		if l.pending.Load() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // ResolveID implements nic.Network: the peer that sent a receive.
 func (d *device) ResolveID(id uint32) (nic.Target, error) {
 	a, err := d.peers.Address(id)
