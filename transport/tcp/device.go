@@ -51,7 +51,9 @@ func (provider) Scheme() string { return Scheme }
 //	spin=D            how long the soft NIC keeps polling a connection after
 //	                  its last request before it parks (default 50µs; 0
 //	                  parks at once); it yields after every empty read, so
-//	                  a goroutine a request woke runs at once
+//	                  a goroutine a request woke runs at once, and it does
+//	                  not spin while the node awaits answers to requests
+//	                  of its own posted in the last 2 ms
 //	doorbell=wr       one write system call per work request instead of one
 //	                  per post list (doorbell=list, the default): the
 //	                  no-batching side of the guideline, for comparison
