@@ -88,6 +88,7 @@ type depositState struct {
 	pd   *PD
 	cmu  sync.Mutex // the consumer of the area's completions (Take)
 	segs [maxDepositSegs]RecvSeg
+	dp   Deposited // take's, under cmu (a local would escape to the heap)
 }
 
 // RecvAreaOf returns the area a QP's incoming SENDs are deposited into
@@ -204,9 +205,9 @@ func (d *depositState) segments(sgl []verbs.SGE) []RecvSeg {
 // take moves the completions deposits left into the receive CQs of their
 // QPs; the caller holds d.cmu. It reports whether it moved any.
 func (d *depositState) take(r *recvQueue) bool {
-	var dp Deposited
+	dp := &d.dp
 	did := false
-	for d.area.Take(&dp) {
+	for d.area.Take(dp) {
 		did = true
 		q := d.node.qp(dp.QPN)
 		if q == nil || q.typ != verbs.RC || q.recvQueue() != r {

@@ -115,3 +115,38 @@ func TestDepositSend(t *testing.T) {
 		}
 	}
 }
+
+// TestDepositAllocatesNothing: a deposited SEND — post, deposit, the
+// sender's completion, the receiver's poll taking the deposited
+// completion up, the re-posted receive — allocates nothing.
+func TestDepositAllocatesNothing(t *testing.T) {
+	p := newPair(t, 4096)
+	recv := []verbs.RecvWR{{ID: 7, SGL: []verbs.SGE{{Addr: p.peer.Addr() + 2048, Length: 64, LKey: p.peer.LKey()}}}}
+	send := []verbs.SendWR{{ID: 9, Opcode: verbs.OpSend, Flags: verbs.FlagSignaled, SGL: []verbs.SGE{{Addr: p.local.Addr(), Length: 8, LKey: p.local.LKey()}}}}
+	wc := make([]verbs.WC, 4)
+	one := func() {
+		if err := p.peerQP.PostRecv(recv); err != nil {
+			t.Fatal(err)
+		}
+		p.roundTrip(t, send, wc)
+		for {
+			n, err := p.peerCQ.Poll(wc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 1 {
+				if wc[0].Status != verbs.StatusSuccess || wc[0].Opcode != verbs.WCRecv {
+					t.Fatalf("receive %+v", wc[0])
+				}
+				return
+			}
+		}
+	}
+	one()
+	if a := testing.AllocsPerRun(1000, one); a != 0 {
+		t.Errorf("a deposited SEND allocates %v times", a)
+	}
+	if n := sendsServed(t, p.peerDev); n != 0 {
+		t.Errorf("the receiver served %d SENDs from its rings, want 0 (all deposited)", n)
+	}
+}
