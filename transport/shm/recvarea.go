@@ -32,9 +32,11 @@ type recvArea struct {
 	lk    *shmem.Lock
 	me    uint64
 	chead uint64 // completions taken: the device's own count, not the area's word
-	// gone: the area was given up (broken, or its lock never came back);
-	// the queue goes on without it. Read by Lock and Unlock under the
-	// queue's mutex; atomic because Take runs beside them.
+	broken bool  // the completion ring held garbage: Take takes no more (Take's)
+	// gone: the area was given up (broken, or its lock never came back):
+	// the device takes its lock no more and peers deposit no more. It
+	// still reads back, validated, what deposits made before consumed and
+	// completed, so none of them is lost.
 	gone atomic.Bool
 	held bool // this process holds lk (the queue's mutex is held too)
 }
@@ -85,8 +87,9 @@ func (r *recvArea) Lock() {
 		return
 	}
 	if !lockPatient(r.lk, r.a, r.me) {
-		slog.Warn("shm: a peer holds a receive queue's deposit lock; deposits into it stop", "device", r.d.node.Address(), "holder", r.lk.Owner())
-		r.giveUp()
+		if r.giveUp() {
+			slog.Warn("shm: a peer holds a receive queue's deposit lock; deposits into it stop", "device", r.d.node.Address(), "holder", r.lk.Owner())
+		}
 		return
 	}
 	r.held = true
@@ -118,11 +121,12 @@ func lockPatient(lk *shmem.Lock, a []byte, me uint64) bool {
 	return false
 }
 
-// giveUp stops deposits into the area for good.
-func (r *recvArea) giveUp() {
-	r.gone.Store(true)
+// giveUp stops deposits into the area for good; it reports whether this
+// call did.
+func (r *recvArea) giveUp() bool {
 	atomic.StoreUint32(u32(r.a, aBroken), 1)
 	atomic.StoreUint32(u32(r.a, aGen), 0)
+	return r.gone.CompareAndSwap(false, true)
 }
 
 // Unlock implements nic.RecvArea.
@@ -135,24 +139,18 @@ func (r *recvArea) Unlock() {
 
 // Consumed implements nic.RecvArea.
 func (r *recvArea) Consumed(head, tail uint64) uint64 {
-	if r.gone.Load() {
-		return head
-	}
 	c := atomic.LoadUint64(u64(r.a, aConsumed))
 	if c < head || c > tail {
-		slog.Warn("shm: garbage in a receive queue's deposit area; deposits into it stop", "device", r.d.node.Address(), "consumed", c, "head", head, "tail", tail)
-		r.giveUp()
+		if r.giveUp() {
+			slog.Warn("shm: garbage in a receive queue's deposit area; deposits into it stop", "device", r.d.node.Address(), "consumed", c, "head", head, "tail", tail)
+		}
 		return head
 	}
 	return c
 }
 
 // SetConsumed implements nic.RecvArea.
-func (r *recvArea) SetConsumed(pos uint64) {
-	if !r.gone.Load() {
-		atomic.StoreUint64(u64(r.a, aConsumed), pos)
-	}
-}
+func (r *recvArea) SetConsumed(pos uint64) { atomic.StoreUint64(u64(r.a, aConsumed), pos) }
 
 // Post implements nic.RecvArea.
 func (r *recvArea) Post(pos uint64, id uint64, segs []nic.RecvSeg) {
@@ -182,16 +180,16 @@ func (r *recvArea) SetPosted(tail uint64) { atomic.StoreUint64(u64(r.a, aPosted)
 
 // Take implements nic.RecvArea.
 func (r *recvArea) Take(dp *nic.Deposited) bool {
-	if r.gone.Load() {
-		return false
-	}
 	t := atomic.LoadUint64(u64(r.a, aCTail))
-	if t == r.chead {
+	if t == r.chead || r.broken {
 		return false
 	}
 	if t-r.chead > r.cap {
-		slog.Warn("shm: garbage in a receive queue's completion area; deposits into it stop", "device", r.d.node.Address(), "tail", t, "head", r.chead)
-		r.giveUp()
+		// Garbage: nothing in the ring can be trusted any more.
+		r.broken = true
+		if r.giveUp() {
+			slog.Warn("shm: garbage in a receive queue's completion area; deposits into it stop", "device", r.d.node.Address(), "tail", t, "head", r.chead)
+		}
 		return false
 	}
 	o := aHeader + int(r.cap)*descSize + int(r.chead&(r.cap-1))*compSize
