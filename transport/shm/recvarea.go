@@ -24,15 +24,15 @@ const lockPatience = 2 * time.Second
 // area — positions, completions, a dead depositor's journal — a peer may
 // have scribbled, and is validated.
 type recvArea struct {
-	d     *device
-	a     []byte
-	off   int
-	cap   uint64
-	gen   uint32
-	lk    *shmem.Lock
-	me    uint64
-	chead uint64 // completions taken: the device's own count, not the area's word
-	broken bool  // the completion ring held garbage: Take takes no more (Take's)
+	d      *device
+	a      []byte
+	off    int
+	cap    uint64
+	gen    uint32
+	lk     *shmem.Lock
+	me     uint64
+	chead  uint64 // completions taken: the device's own count, not the area's word
+	broken bool   // the completion ring held garbage: Take takes no more (Take's)
 	// gone: the area was given up (broken, or its lock never came back):
 	// the device takes its lock no more and peers deposit no more. It
 	// still reads back, validated, what deposits made before consumed and
