@@ -150,3 +150,37 @@ func TestDepositAllocatesNothing(t *testing.T) {
 		t.Errorf("the receiver served %d SENDs from its rings, want 0 (all deposited)", n)
 	}
 }
+
+// TestDepositWakesWaiter: a receiver blocked in CQ.Wait (its NIC
+// goroutine asleep on the bell: spin=0) is woken by a deposit — the
+// depositor's pending word and bell — and finds the receive completion.
+func TestDepositWakesWaiter(t *testing.T) {
+	snd, rcv := depositPair(t, "?spin=0")
+	if err := rcv.qp.PostRecv([]verbs.RecvWR{{ID: 3, SGL: rcv.local(0, 64)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rcv.cq.ReqNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	wc := make([]verbs.WC, 1)
+	if n, _ := rcv.cq.Poll(wc); n != 0 {
+		t.Fatalf("completion before the SEND: %+v", wc[0])
+	}
+	woke := make(chan error, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go func() { woke <- rcv.cq.Wait(ctx) }()
+	time.Sleep(20 * time.Millisecond) // the NIC goroutine goes to sleep on the bell
+	if w := snd.do(t, verbs.SendWR{Opcode: verbs.OpSend, SGL: snd.local(0, 8)}); w.Status != verbs.StatusSuccess {
+		t.Fatalf("SEND %+v", w)
+	}
+	if err := <-woke; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if n, err := rcv.cq.Poll(wc); n != 1 || err != nil || wc[0].ID != 3 || wc[0].Status != verbs.StatusSuccess {
+		t.Fatalf("after the wake: %d %+v %v", n, wc[0], err)
+	}
+	if n := sendsServed(t, rcv.dev); n != 0 {
+		t.Errorf("the receiver served %d SENDs from its rings, want 0", n)
+	}
+}
