@@ -444,7 +444,7 @@ func Crash(dev verbs.Device) error {
 
 // Stats returns the counters of a shm device's nic (requests it served
 // for peers over the rings; one-sided operations peers ran directly on
-// its memory are not seen by it) and how many dead lock holders it
+// its memory, and SENDs they deposited, are not seen by it) and how many dead lock holders it
 // recovered from.
 func Stats(dev verbs.Device) (nic.Stats, int64, error) {
 	d, ok := dev.(*device)
