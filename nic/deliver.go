@@ -30,8 +30,8 @@ const (
 // first (UD).
 func deliver(dq *QP, sc *scratch, r *request, grh bool) deliverResult {
 	rq := dq.recvQueue()
-	rq.mu.Lock()
-	defer rq.mu.Unlock()
+	rq.lock()
+	defer rq.unlock()
 	id, rsgl, ok := rq.peek()
 	if !ok {
 		return noReceive

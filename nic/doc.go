@@ -21,7 +21,9 @@
 //     completes it when the response arrives (go-back-N on RNR, timeouts);
 //     there a Session admits it and runs the responder;
 //   - the direct requester (shm) runs READ, WRITE and atomics itself on
-//     the responder's memory as this process maps it.
+//     the responder's memory as this process maps it, and deposits a SEND
+//     into the responder's receive queue when that is published in memory
+//     this process maps (deposit.go).
 //
 // The responder (responder.go) has the one opcode switch that executes a
 // request against a responder's memory; the three paths differ only in
@@ -55,6 +57,7 @@
 //	membarrier_linux.go  the arm race of a single-threaded CQ, fenced on the rare side
 //	storerel_*.go, .s    release stores: a plain MOV on amd64
 //	rq.go                receive queues and SRQs
+//	deposit.go           receive queues published for direct deposit (RecvArea), Depositor
 //	sq.go                the send queue (deferred and on-the-wire requests)
 //	freelist.go          PRISM free lists and ALLOCATE
 //	scratch.go           the per-QP scratch area a responder offers its peer
@@ -67,6 +70,7 @@
 //	requester_link.go    toward another process over a Link: transmit, responses, land, Expire
 //	retransmit.go        the link requester's go-back-N state (retx), on its own
 //	requester_direct.go  toward mapped memory (DirectLink): READ, WRITE, atomics with no responder CPU
+//	requester_deposit.go a SEND deposited into the responder's published receive queue (Depositor)
 //	chain.go             PRISM chaining (CONDITIONAL) and the flags a QP accepts
 //
 // The responder:

@@ -26,7 +26,10 @@ type MR struct {
 	// before unmapping.
 	refs atomic.Int64
 	gone atomic.Bool
-	free freeLists // PRISM free lists (freelist.go)
+	// shared is the transport's name for the region when peers map it
+	// (SetShared, deposit.go), 0 otherwise.
+	shared atomic.Uint64
+	free   freeLists // PRISM free lists (freelist.go)
 }
 
 const deadBias = 1 << 40

@@ -89,6 +89,10 @@ type Config struct {
 	// goroutine, so a busy poller needs no hand-off from another goroutine.
 	// It must not block and must be cheap when there is nothing to read.
 	Progress func()
+	// RecvAreas, if set, publishes receive queues for direct deposit
+	// (deposit.go): it returns the area for a queue of depth receives of
+	// at most maxSGE entries, or nil to leave the queue unpublished.
+	RecvAreas func(depth, maxSGE int) RecvArea
 }
 
 // DefaultAttr are the capabilities of a software node.
@@ -128,6 +132,9 @@ type Node struct {
 	progress func()
 	idle     func()
 	quiesce  func()
+
+	recvAreas func(depth, maxSGE int) RecvArea
+	areas     atomic.Pointer[[]*recvQueue] // published receive queues (deposit.go)
 
 	doorbellPerWR bool
 
@@ -187,6 +194,8 @@ func NewNode(c Config) *Node {
 		locks:         c.Locks,
 		obs:           c.Observer,
 	}
+	n.recvAreas = c.RecvAreas
+	areasInit(n)
 	if n.locks == nil {
 		n.locks = &lockTable{}
 	}

@@ -55,6 +55,7 @@ func (pd *PD) CreateSRQ(maxWR, maxSGE int) (verbs.SRQ, error) {
 	}
 	s := &SRQ{pd: pd}
 	s.rq.init(maxWR, maxSGE)
+	pd.node.publishRecv(&s.rq, pd)
 	pd.srqs.Add(1)
 	return s, nil
 }

@@ -63,6 +63,12 @@ func (q *QP) postLocked(wrs []verbs.SendWR) error {
 					continue
 				}
 			}
+			if q.conn.direct != nil && q.send.sq.len() == 0 && depositable(wr) {
+				if st, n, ok := q.execDeposit(wr); ok { // requester_deposit.go
+					q.completeLocked(wr, seq, st, n)
+					continue
+				}
+			}
 			q.enqueue(wr, seq, 0) // goes out with transmitLocked, which stamps it
 			continue
 		}

@@ -190,6 +190,9 @@ func (pd *PD) CreateQP(a verbs.QPInitAttr) (verbs.QP, error) {
 	}
 	if srq == nil {
 		q.recv.rq.init(max(c.MaxRecvWR, 1), max(c.MaxRecvSGE, 1))
+		if a.Type == verbs.RC {
+			n.publishRecv(&q.recv.rq, pd)
+		}
 	} else {
 		srq.rq.mu.Lock()
 		if srq.dead {
@@ -321,9 +324,12 @@ func (q *QP) resetLocked() {
 	// free slots of the new one.
 	q.reap(q.send.posted)
 	if q.recv.srq == nil {
-		q.recv.rq.mu.Lock()
+		q.recv.rq.lock()
 		q.recv.rq.head = q.recv.rq.tail
-		q.recv.rq.mu.Unlock()
+		if d := q.recv.rq.dep; d != nil {
+			d.area.SetConsumed(q.recv.rq.head)
+		}
+		q.recv.rq.unlock()
 	}
 	q.resp.access.Store(0)
 	q.resp.peer.Store(nil)
@@ -360,7 +366,7 @@ func (q *QP) errorLocked() {
 	if q.recv.srq != nil {
 		return
 	}
-	q.recv.rq.mu.Lock()
+	q.recv.rq.lock()
 	for {
 		id, _, ok := q.recv.rq.peek()
 		if !ok {
@@ -370,7 +376,7 @@ func (q *QP) errorLocked() {
 		wc := verbs.WC{ID: id, Status: verbs.StatusWRFlushErr, Opcode: verbs.WCRecv, QPN: q.qpn}
 		q.recv.cq.push(&wc, nil, 0, false)
 	}
-	q.recv.rq.mu.Unlock()
+	q.recv.rq.unlock()
 }
 
 // toError moves the QP to ERROR from outside its lock: the state changes
@@ -438,6 +444,9 @@ func (q *QP) Destroy() error {
 	q.published()
 	q.mu.Unlock()
 	q.node.removeQP(q)
+	if q.recv.srq == nil {
+		q.node.unpublishRecv(&q.recv.rq)
+	}
 	q.send.cq.endSolo(q)
 	q.send.cq.users.Add(-1)
 	q.recv.cq.users.Add(-1)

@@ -243,8 +243,8 @@ func (mem *memory) write(r *request) verbs.Status {
 func (mem *memory) writeWithImm(r *request) (verbs.Status, bool) {
 	dq := mem.dq
 	rq := dq.recvQueue()
-	rq.mu.Lock()
-	defer rq.mu.Unlock()
+	rq.lock()
+	defer rq.unlock()
 	id, _, ok := rq.peek()
 	if !ok {
 		return 0, true

@@ -17,6 +17,9 @@ type recvQueue struct {
 	maxSGE int
 	head   uint64 // next to consume
 	tail   uint64 // next free
+	// dep is set when the queue is published for direct deposit
+	// (deposit.go): consumers then take it with lock, not mu alone.
+	dep *depositState
 }
 
 func (r *recvQueue) init(depth, maxSGE int) {
@@ -28,9 +31,14 @@ func (r *recvQueue) init(depth, maxSGE int) {
 
 // post appends receives; the caller holds r.mu.
 func (r *recvQueue) post(wrs []verbs.RecvWR) error {
+	from := r.tail
+	defer r.publish(from)
 	for i := range wrs {
 		if err := verbs.ValidateRecv(&wrs[i], r.maxSGE); err != nil {
 			return &verbs.PostError{Index: i, Err: err}
+		}
+		if r.tail-r.head >= uint64(len(r.ids)) && r.dep != nil {
+			r.head = r.dep.area.Consumed(r.head, r.tail) // deposits may have consumed some
 		}
 		if r.tail-r.head >= uint64(len(r.ids)) {
 			return &verbs.PostError{Index: i, Err: verbs.ErrQueueFull}
@@ -53,8 +61,13 @@ func (r *recvQueue) peek() (id uint64, sgl []verbs.SGE, ok bool) {
 	return r.ids[slot], r.sges[slot*r.maxSGE : slot*r.maxSGE+int(r.nsge[slot])], true
 }
 
-// pop consumes the oldest receive; the caller holds r.mu.
-func (r *recvQueue) pop() { r.head++ }
+// pop consumes the oldest receive; the caller holds the queue (lock).
+func (r *recvQueue) pop() {
+	r.head++
+	if r.dep != nil {
+		r.dep.area.SetConsumed(r.head)
+	}
+}
 
 // len is the number of posted receives; the caller holds r.mu.
 func (r *recvQueue) len() int { return int(r.tail - r.head) }
@@ -81,22 +94,25 @@ func (s *SRQ) PostRecv(wrs []verbs.RecvWR) error {
 
 // Len returns the number of receives posted and not yet consumed.
 func (s *SRQ) Len() int {
-	s.rq.mu.Lock()
-	defer s.rq.mu.Unlock()
+	s.rq.lock()
+	defer s.rq.unlock()
 	return s.rq.len()
 }
 
 // Destroy implements verbs.SRQ.
 func (s *SRQ) Destroy() error {
 	s.rq.mu.Lock()
-	defer s.rq.mu.Unlock()
 	if s.users > 0 {
+		s.rq.mu.Unlock()
 		return verbs.ErrBusy
 	}
 	if s.dead {
+		s.rq.mu.Unlock()
 		return verbs.ErrInvalidState
 	}
 	s.dead = true
 	s.pd.srqs.Add(-1)
+	s.rq.mu.Unlock()
+	s.pd.node.unpublishRecv(&s.rq)
 	return nil
 }

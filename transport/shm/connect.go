@@ -52,19 +52,28 @@ func (d *device) dial(address, name string) (*link, error) {
 		return fail(fmt.Errorf("%w: %s answered kind %d", ErrProtocol, address, m.kind))
 	}
 	peerSeg, err := openNodeSeg(m.fds[0])
+	if err != nil {
+		closeFDs(m.fds)
+		rings.seg.Close()
+		return fail(err)
+	}
+	peerDep, err := openDepSeg(m.fds[1])
 	closeFDs(m.fds)
 	if err != nil {
 		rings.seg.Close()
+		peerSeg.close()
 		return fail(err)
 	}
 	peer, err := peerProcess(conn)
 	if err != nil {
 		rings.seg.Close()
 		peerSeg.close()
+		peerDep.close()
 		return fail(err)
 	}
 	_ = conn.SetDeadline(time.Time{})
-	l := &link{d: d, address: address, conn: conn, peer: peer, selfTag: addrTag(d.node.Address()), rings: rings, peerSeg: peerSeg}
+	l := &link{d: d, address: address, conn: conn, peer: peer, selfTag: addrTag(d.node.Address()), rings: rings, peerSeg: peerSeg,
+		peerDep: peerDep, peerID: m.u32, me: uint64(shmem.Self())}
 	l.locks = newSharedLocks(peerSeg, l.resolve)
 	empty := map[uint32]*mapping{}
 	l.maps.Store(&empty)
@@ -164,7 +173,7 @@ func (d *device) handshake(c *net.UnixConn) {
 		maxLen: uint32(rings.req.MaxMessage() - wire.ResponseHeader - 64),
 		wake:   make(chan struct{}, 1),
 	}
-	w := ctlMsg{kind: ctlWelcome, u32: id, address: d.node.Address(), fds: []int{d.seg.seg.FD()}}
+	w := ctlMsg{kind: ctlWelcome, u32: id, address: d.node.Address(), fds: []int{d.seg.seg.FD(), d.dep.seg.FD()}}
 	if err := sendCtl(c, &w); err != nil {
 		s.closed.Store(true)
 		d.peers.Drop(id)

@@ -19,7 +19,7 @@ import (
 //	HELLO   dialer → device: ring capacity u32, the dialer's address;
 //	        fds: the connection segment (both rings), the dialer's node segment
 //	WELCOME device → dialer: the dialer's peer id u32, the device's address;
-//	        fds: the device's node segment
+//	        fds: the device's node segment, its deposit segment (depseg.go)
 //	REJECT  device → dialer: the reason
 //	REGION  device → dialer: table slot u32, live u64; fd: the region's memfd
 //	REVOKE  device → dialer: table slot u32, live u64
@@ -29,7 +29,7 @@ import (
 // either side at once that the other process is gone.
 const (
 	ctlMagic   = 0x436d6873 // "shmC"
-	ctlVersion = 1
+	ctlVersion = 2
 	ctlHeader  = 8
 	maxCtl     = 512
 
@@ -104,10 +104,7 @@ func decodeCtl(b []byte, fds []int) (ctlMsg, error) {
 		}
 		m.u32 = binary.LittleEndian.Uint32(body)
 		m.address = string(body[4:])
-		wantFDs = 1
-		if m.kind == ctlHello {
-			wantFDs = 2
-		}
+		wantFDs = 2
 	case ctlReject:
 		m.address = string(body)
 	case ctlRegion, ctlRevoke:

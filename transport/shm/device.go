@@ -49,13 +49,24 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 //	spin=D            how long the NIC goroutine polls after its last work
 //	                  before it sleeps (default 20µs; 0 sleeps at once)
 //	dial_timeout=D    connection set-up timeout (default 5s)
+//	deposit=0|1       direct deposit of SENDs (default 1): this device
+//	                  publishes its receive queues, and deposits its own
+//	                  SENDs into peers' published queues; 0 sends every
+//	                  SEND through the rings, for comparison
 func (provider) Open(u *url.URL) (verbs.Device, error) {
 	name := u.Host
 	if !nameRE.MatchString(name) || (u.Path != "" && u.Path != "/") {
 		return nil, fmt.Errorf("%w: want shm://NAME (letters, digits, . _ -), got %q", verbs.ErrBadURI, u.String())
 	}
-	opts := options{ring: DefaultRing, spin: DefaultSpin, dialTimeout: 5 * time.Second}
+	opts := options{ring: DefaultRing, spin: DefaultSpin, dialTimeout: 5 * time.Second, deposit: true}
 	q := u.Query()
+	switch v := q.Get("deposit"); v {
+	case "", "1":
+	case "0":
+		opts.deposit = false
+	default:
+		return nil, fmt.Errorf("%w: deposit=%q (0 or 1)", verbs.ErrBadURI, v)
+	}
 	if v := q.Get("ring"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 64<<10 || n > 1<<30 || n&(n-1) != 0 {
@@ -79,6 +90,7 @@ type options struct {
 	ring        int
 	spin        time.Duration
 	dialTimeout time.Duration
+	deposit     bool // direct deposit of SENDs (depseg.go)
 }
 
 // socketName is the abstract Unix socket of device name.
@@ -95,6 +107,7 @@ type device struct {
 	opts      options
 	ln        *net.UnixListener
 	seg       *nodeSeg
+	dep       *depSeg
 	locks     *sharedLocks
 	publisher *publisher
 	maxMsg    int
@@ -130,19 +143,31 @@ func open(name string, opts options) (*device, error) {
 		ln.Close()
 		return nil, fmt.Errorf("%w: node segment: %v", verbs.ErrNoMemory, err)
 	}
+	dep, err := newDepSeg(name)
+	if err != nil {
+		ln.Close()
+		seg.close()
+		return nil, fmt.Errorf("%w: deposit segment: %v", verbs.ErrNoMemory, err)
+	}
 	d := &device{
 		name:     name,
 		opts:     opts,
 		ln:       ln,
 		seg:      seg,
+		dep:      dep,
 		maxMsg:   opts.ring / 4,
 		sessions: map[*session]struct{}{},
 		kick:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
-	d.publisher = newPublisher(seg)
+	d.publisher = newPublisher(seg, dep)
 	d.locks = newSharedLocks(seg, d.publisher.resolve)
+	var areas func(depth, maxSGE int) nic.RecvArea
+	if opts.deposit {
+		areas = d.newRecvArea
+	}
 	d.node = nic.NewNode(nic.Config{
+		RecvAreas: areas,
 		Address:   Scheme + "://" + name,
 		Transport: Scheme,
 		Network:   d,
@@ -203,10 +228,18 @@ func (d *device) idle() {
 	}
 }
 
-// drain polls every ring once and reports whether anything was done.
+// drain polls every ring once, and takes up the receive completions
+// peers deposited when one signalled (depseg.go); it reports whether
+// anything was done.
 func (d *device) drain() bool {
 	d.drainMu.RLock()
 	did := false
+	if p := d.dep.pending(); atomic.LoadUint32(p) != 0 {
+		atomic.StoreUint32(p, 0) // before taking: a later deposit sets it again
+		if d.node.TakeDeposits() {
+			did = true
+		}
+	}
 	for _, l := range d.links.Snapshot() {
 		if l.poll() {
 			did = true
@@ -411,7 +444,7 @@ func Crash(dev verbs.Device) error {
 
 // Stats returns the counters of a shm device's nic (requests it served
 // for peers over the rings; one-sided operations peers ran directly on
-// its memory are not seen by it) and how many dead lock holders it
+// its memory, and SENDs they deposited, are not seen by it) and how many dead lock holders it
 // recovered from.
 func Stats(dev verbs.Device) (nic.Stats, int64, error) {
 	d, ok := dev.(*device)

@@ -5,9 +5,14 @@
 // windows and CXL shared memory). Two-sided operations (SEND, the
 // *_WITH_IMM opcodes, UD datagrams) and one-sided operations the initiator
 // cannot run itself travel as requests through a pair of shared-memory
-// rings per connection and are executed by the target's nic — on whichever
+// rings per connection and are executed by the target's nic, on whichever
 // of its goroutines polls first: an application goroutine in CQ.Poll, or
 // the device's NIC goroutine, which sleeps on a futex when nobody polls.
+// A SEND into a receive queue that the target publishes in its deposit
+// segment is deposited by the initiator itself: the payload into the
+// receive's buffers, the receive's completion into the queue's area,
+// under a robust lock with a journal (depseg.go); the target's polling
+// only moves that completion into its CQ.
 //
 // Devices are shm://NAME. Set-up goes over an abstract Unix socket
 // (@rdmakit-shm/NAME) that carries the memfds (SCM_RIGHTS); its end tells

@@ -86,3 +86,16 @@ func ControlFiles(dev verbs.Device) ([]*os.File, error) {
 
 // Peers returns how many peers dev's peer table numbers.
 func Peers(dev verbs.Device) int { return dev.(*device).peers.Len() }
+
+// StallDeposits makes every deposit of this process stop for good at
+// stage (1: payload copied, completion not published; 2: completion
+// published, receive not consumed), after printing "stalled": a test
+// kills the process there.
+func StallDeposits(stage int) {
+	depositStall = func(s int) {
+		if s == stage {
+			fmt.Println("stalled")
+			select {}
+		}
+	}
+}

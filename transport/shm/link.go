@@ -32,10 +32,14 @@ type link struct {
 	selfTag uint32 // addrTag of this device's address
 	rings   *connRings
 	peerSeg *nodeSeg
+	peerDep *depSeg // the device's deposit segment (deposit.go)
+	peerID  uint32  // this device's number at the peer (WC.SrcID of its receives)
+	me      uint64  // shmem.Self()
 	locks   *sharedLocks
 
 	maps  atomic.Pointer[map[uint32]*mapping] // by rkey
 	cache [64]atomic.Pointer[mapping]         // by rkey mod 64: the last used
+	slots [MRSlots]atomic.Pointer[mapping]    // by region table slot (deposits)
 	mmu   sync.Mutex                          // map updates
 
 	use      sync.RWMutex // held shared outside the QP locks to use the rings or the peer's segment; fail takes it before it unmaps them
@@ -405,6 +409,10 @@ func (l *link) addRegion(m *ctlMsg) {
 	nm[mp.rkey] = mp
 	l.maps.Store(&nm)
 	l.uncache(stale)
+	l.slots[mp.slot].Store(mp)
+	if stale != nil && stale.slot != mp.slot {
+		l.slots[stale.slot].CompareAndSwap(stale, nil)
+	}
 	l.mmu.Unlock()
 	if stale != nil {
 		l.d.node.Quiesce(l)
@@ -428,6 +436,9 @@ func (l *link) revoke(slot uint32, live uint64) {
 	}
 	l.maps.Store(&nm)
 	l.uncache(gone)
+	if gone != nil {
+		l.slots[slot].CompareAndSwap(gone, nil)
+	}
 	l.mmu.Unlock()
 	if gone != nil {
 		l.d.node.Quiesce(l)
@@ -468,6 +479,9 @@ func (l *link) fail(err error) {
 		for i := range l.cache {
 			l.cache[i].Store(nil)
 		}
+		for i := range l.slots {
+			l.slots[i].Store(nil)
+		}
 		l.mmu.Unlock()
 		l.d.node.Quiesce(l)
 		for _, m := range old {
@@ -481,6 +495,7 @@ func (l *link) fail(err error) {
 		l.d.drainMu.Lock()
 		l.rings.seg.Close()
 		l.peerSeg.close()
+		l.peerDep.close()
 		l.d.drainMu.Unlock()
 		l.pmu.Unlock()
 		l.use.Unlock()

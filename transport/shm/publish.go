@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmakit/rdmakit/nic"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // publisher keeps a device's node segment tables in step with its nic
@@ -14,6 +15,7 @@ import (
 // peers, so they can map it.
 type publisher struct {
 	seg *nodeSeg
+	dep *depSeg
 
 	mu       sync.Mutex
 	pds      map[*nic.PD]uint16
@@ -28,8 +30,8 @@ type publisher struct {
 	qmu sync.Mutex // serialises QP table updates
 }
 
-func newPublisher(seg *nodeSeg) *publisher {
-	p := &publisher{seg: seg, pds: map[*nic.PD]uint16{}, slots: map[*nic.MR]uint32{}, sessions: map[*session]struct{}{}}
+func newPublisher(seg *nodeSeg, dep *depSeg) *publisher {
+	p := &publisher{seg: seg, dep: dep, pds: map[*nic.PD]uint16{}, slots: map[*nic.MR]uint32{}, sessions: map[*session]struct{}{}}
 	m := map[uint32]*nic.MR{}
 	p.byRKey.Store(&m)
 	return p
@@ -78,6 +80,7 @@ func (p *publisher) RegionAdded(m *nic.MR) {
 	pd := p.pdID(m.PD())
 	p.qmu.Unlock()
 	p.seg.writeMR(slot, mrInfo{rkey: m.RKey(), pd: uint32(pd), access: uint32(m.Access()), base: m.Addr(), length: uint64(m.Len())}, live)
+	m.SetShared(uint64(p.gens[slot])<<32 | uint64(slot+1)) // receives into it may be deposited into (recvarea.go)
 	for s := range p.sessions {
 		s.pushRegion(slot, live, m.FD())
 	}
@@ -102,6 +105,7 @@ func (p *publisher) RegionRemoved(m *nic.MR) {
 		return
 	}
 	delete(p.slots, m)
+	m.SetShared(0)
 	live := uint64(p.gens[slot])<<1 | 1
 	atomic.StoreUint64(p.seg.mrLive(slot), live&^1)
 	p.free = append(p.free, slot)
@@ -121,6 +125,15 @@ func (p *publisher) QPChanged(q *nic.QP) {
 	}
 	atomic.StoreUint64(p.seg.qpPeer(q.QPN()), peer)
 	atomic.StoreUint64(p.seg.qpWord(q.QPN()), w)
+	// The deposit table: peers deposit SENDs into the QP's receive queue
+	// while it is a connected RC QP that receives.
+	e0, e1 := p.dep.entry(q.QPN())
+	if a, ok := q.RecvAreaOf().(*recvArea); ok && peer != 0 && q.Type() == verbs.RC && q.Receiving() && !a.gone.Load() {
+		atomic.StoreUint64(e1, uint64(a.off))
+		atomic.StoreUint64(e0, uint64(q.QPN())<<32|uint64(a.gen))
+	} else {
+		atomic.StoreUint64(e0, 0)
+	}
 }
 
 // attach starts pushing regions to a new session, beginning with every
