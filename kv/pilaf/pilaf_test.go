@@ -130,10 +130,19 @@ func TestTornReadsCaught(t *testing.T) {
 	if bad != 0 || retries == 0 {
 		t.Errorf("with CRCs: %d bad GETs (want 0), %d retries (want some)", bad, retries)
 	}
-	bad, _ = tornRun(t, true)
-	t.Logf("without CRCs: %d bad GETs", bad)
-	if bad == 0 {
-		t.Errorf("without CRCs no GET saw a torn value: the test does not tear")
+	// The negative control: without CRCs some GET must see a torn
+	// value. A tear needs a GET and a PUT to overlap, which a loaded
+	// machine may not schedule in one run; a few runs are allowed.
+	for run := 1; ; run++ {
+		bad, _ = tornRun(t, true)
+		t.Logf("without CRCs, run %d: %d bad GETs", run, bad)
+		if bad > 0 {
+			break
+		}
+		if run == 5 {
+			t.Errorf("without CRCs no GET saw a torn value in %d runs: the test does not tear", run)
+			break
+		}
 	}
 }
 
