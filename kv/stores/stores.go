@@ -4,12 +4,14 @@
 package stores
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
 	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/internal/remote"
 	"github.com/rdmakit/rdmakit/kv/pilaf"
 	"github.com/rdmakit/rdmakit/kv/prismkv"
 	"github.com/rdmakit/rdmakit/kv/race"
@@ -91,6 +93,11 @@ type ClientOptions struct {
 	// (NewRuntime; shared by the clients of a process). Nil: they go on
 	// the client's own connection.
 	Runtime *smart.Runtime
+	// SlotConnect, for PRISM-KV, gives each of the client's Slots a
+	// connection of its own to the node (prismkv.ClientConfig.SlotConns):
+	// over shm a GET then completes on its caller's goroutine. Nil: the
+	// slots share the client's connection.
+	SlotConnect func(ctx context.Context) (prismkv.SlotConn, error)
 }
 
 // NewRuntime starts the smart runtime that the Smart-HT clients of a
@@ -117,7 +124,18 @@ func NewClient(ctx context.Context, design string, pd verbs.PD, qp verbs.QP, cq 
 	case "pilaf":
 		return pilaf.NewClient(ctx, pd, qp, cq, pilaf.ClientConfig{Poll: o.Poll, Slots: o.Slots})
 	case "prism-kv":
-		return prismkv.NewClient(ctx, pd, qp, cq, prismkv.ClientConfig{Poll: o.Poll, Slots: o.Slots})
+		cfg := prismkv.ClientConfig{Poll: o.Poll, Slots: o.Slots}
+		if o.SlotConnect != nil {
+			for range cmp.Or(o.Slots, 16) {
+				sc, err := o.SlotConnect(ctx)
+				if err != nil {
+					remote.CloseSlotConns(cfg.SlotConns)
+					return nil, err
+				}
+				cfg.SlotConns = append(cfg.SlotConns, sc)
+			}
+		}
+		return prismkv.NewClient(ctx, pd, qp, cq, cfg)
 	case "race":
 		return race.NewClient(ctx, pd, qp, cq, race.ClientConfig{Poll: o.Poll, Slots: o.Slots})
 	case "smart-ht":
@@ -160,7 +178,7 @@ const (
 	ClientRNRRetry = 6
 )
 
-// ClientTimeout is a store client's retry timeout (ConnectClient, and the
+// ClientTimeout is a store client's retry timeout (ConnectClient, Dial and the
 // kv CLI's dials): a node that does not answer for 8 of them (2 s) fails
 // the connection. The verbs default (64 ms, half a second in all) is an
 // RDMA NIC's; a soft NIC on a loaded machine can be descheduled longer
