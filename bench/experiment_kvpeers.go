@@ -317,8 +317,10 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 	// on a new connection, and say so in the notes.
 	var c *stores.Remote
 	for attempt := 1; ; attempt++ {
+		// Over shm each PRISM-KV slot has its own QP and CQ: a GET
+		// completes on its task's goroutine (docs/kv.md, kv-peers).
 		c, err = stores.Dial(ctx, stores.DialConfig{Design: design, Device: clientDev, Node: n.addr, Token: n.token, Clients: 1,
-			Options: stores.ClientOptions{Poll: kvPoll, Slots: 64}})
+			Options: stores.ClientOptions{Poll: kvPoll, Slots: 64}, SlotQPs: transport == "shm"})
 		if err != nil {
 			return fmt.Errorf("%s over %s: %w", design, transport, err)
 		}
@@ -498,8 +500,8 @@ func (k *kvPeersRun) notes(point time.Duration, rounds int, batch map[int]int) {
 			*n = append(*n, fmt.Sprintf("memcached threads at %d tasks (Mops): %s; fastest: %s.", t, strings.Join(parts, ", "), b.name))
 		}
 	}
-	*n = append(*n, "Asymmetries left: (1) rdmakit's tasks share one connection per client (Smart-HT adds its runtime's worker connections, one per core), with several writes in flight on it; the batched peers keep one round trip in flight per connection and carry at least rdmakit's mean batch (more when the tasks do not divide evenly: compare the batch column), not its distribution. "+
-		"(2) The clients differ in work: an rdmakit client hashes, probes and checks (client_cpu), a memcached/Redis client here is a small Go text/RESP client written for this benchmark, not libmemcached or hiredis. "+
+	*n = append(*n, "Asymmetries left: (1) rdmakit's tasks share one connection per client over tcp (Smart-HT adds its runtime's worker connections, one per core), with several writes in flight on it; over shm each of PRISM-KV's 64 slots has a connection of its own (a QP and CQ only its task uses, as each unbatched peer task has its own connection), so a GET completes on its task's goroutine; the batched peers keep one round trip in flight per connection and carry at least rdmakit's mean batch (more when the tasks do not divide evenly: compare the batch column), not its distribution. "+
+		"(2) The clients differ in work: an rdmakit client hashes, probes and checks (client_cpu), a memcached/Redis client here is a small Go text/RESP client written for this benchmark, not libmemcached or hiredis; every system's GETs come from the same go-ycsb workload through the same adapter (workload.DB, no allocation per GET). "+
 		"(3) Redis runs its commands on one thread; the batched Redis row uses MGET (one command per round trip, its cheapest form) rather than pipelined GETs. "+
 		"(4) Over shm the clients read the node's memory directly: same host only, and the nodes' CPU is idle by construction (what server_cpu still shows is PRISM-KV's restock timer, every 200 µs, the liveness probes and the 10 ms tick). "+
 		"(5) The machine's two cores are shared by every server and the clients; the idle systems' processes sleep meanwhile (each rdmakit node probes its clients every 5 s).")

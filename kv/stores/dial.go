@@ -8,6 +8,7 @@ import (
 
 	"github.com/rdmakit/rdmakit/cm"
 	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/prismkv"
 	"github.com/rdmakit/rdmakit/kv/race"
 	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/smart"
@@ -32,7 +33,17 @@ type DialConfig struct {
 	// Options are every client's options; Cache and Runtime are filled
 	// in for Smart-HT.
 	Options ClientOptions
+	// SlotQPs gives each slot of a PRISM-KV client a connection of its
+	// own (Options.SlotConnect, dialed here): a SingleThreaded QP and CQ
+	// that only the slot's caller uses. Meant for a shm device, where a
+	// GET then completes on its caller's goroutine; every slot is one
+	// more connection the node serves.
+	SlotQPs bool
 }
+
+// slotCap is the queue sizes of a slot's own connection: its longest list
+// (a batch of 64 returned buffers, then one WRITE each) and no RPCs.
+var slotCap = verbs.QPCap{MaxSendWR: 160, MaxRecvWR: 1, MaxInlineData: verbs.DefaultMaxInlineData}
 
 // Remote is a process's clients of a store node in another process: its
 // device, the clients' connections and, for Smart-HT, the runtime whose
@@ -79,18 +90,42 @@ func Dial(ctx context.Context, c DialConfig) (*Remote, error) {
 		return nil, err
 	}
 	hello := memnode.Hello{Service: c.Design, Token: c.Token}.Marshal()
-	dial := func(ctx context.Context, cq verbs.CQ) (*cm.Conn, error) {
-		conn, err := cm.Dial(ctx, dev, c.Node, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: QPCap, Access: verbs.AccessAll,
-			MinRNRTimer: ClientMinRNR, RNRRetry: ClientRNRRetry, PrivateData: hello})
+	dialCap := func(ctx context.Context, cq verbs.CQ, qc verbs.QPCap, single bool) (*cm.Conn, error) {
+		conn, err := cm.Dial(ctx, dev, c.Node, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: qc, Access: verbs.AccessAll,
+			MinRNRTimer: ClientMinRNR, RNRRetry: ClientRNRRetry, PrivateData: hello, SingleThreaded: single})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
 		}
-		r.mu.Lock()
-		r.conns = append(r.conns, conn)
-		r.mu.Unlock()
 		return conn, nil
 	}
+	dial := func(ctx context.Context, cq verbs.CQ) (*cm.Conn, error) {
+		conn, err := dialCap(ctx, cq, QPCap, false)
+		if err == nil {
+			r.mu.Lock()
+			r.conns = append(r.conns, conn)
+			r.mu.Unlock()
+		}
+		return conn, err
+	}
 	o := c.Options
+	if c.SlotQPs && c.Design == "prism-kv" {
+		o.SlotConnect = func(ctx context.Context) (prismkv.SlotConn, error) {
+			// The client closes it, before Close closes the device.
+			cq, err := verbs.CreateCQEx(dev, verbs.CQInitAttr{Depth: 2 * slotCap.MaxSendWR, SingleThreaded: true})
+			if err != nil {
+				return prismkv.SlotConn{}, err
+			}
+			conn, err := dialCap(ctx, cq, slotCap, true)
+			if err != nil {
+				cq.Destroy()
+				return prismkv.SlotConn{}, err
+			}
+			return prismkv.SlotConn{QP: conn.QP(), CQ: cq, Close: func() {
+				conn.Close()
+				cq.Destroy()
+			}}, nil
+		}
+	}
 	if c.Design == "smart-ht" {
 		if o.Cache == nil {
 			o.Cache = race.NewSlotCache(0)

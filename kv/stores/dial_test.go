@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/rdmakit/rdmakit/kv"
@@ -12,21 +13,22 @@ import (
 )
 
 // TestDial: clients from Dial reach a memnode-served node of every
-// design (Smart-HT through its runtime's connections), see each other's
-// PUTs, and close cleanly; a wrong token or an unknown design is an
-// error.
+// design (Smart-HT through its runtime's connections, PRISM-KV also with
+// a connection per slot), see each other's PUTs, and close cleanly; a
+// wrong token or an unknown design is an error.
 func TestDial(t *testing.T) {
 	ctx := context.Background()
-	for _, design := range stores.Designs {
-		t.Run(design, func(t *testing.T) {
-			fabric := "loop://stores-dial-" + design + "/"
+	for _, name := range append(stores.Designs, "prism-kv/slot-qps") {
+		t.Run(name, func(t *testing.T) {
+			design, slotQPs := strings.CutSuffix(name, "/slot-qps")
+			fabric := "loop://stores-dial-" + strings.ReplaceAll(name, "/", "-") + "/"
 			srv, err := memnode.Start(ctx, memnode.Config{Device: fabric + "node", CM: "127.0.0.1:0", Token: "secret",
 				NewService: stores.Service(design, 1000, 64), Logger: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer srv.Close()
-			r, err := stores.Dial(ctx, stores.DialConfig{Design: design, Device: fabric + "client", Node: srv.Info().CM, Token: "secret", Clients: 2})
+			r, err := stores.Dial(ctx, stores.DialConfig{Design: design, Device: fabric + "client", Node: srv.Info().CM, Token: "secret", Clients: 2, SlotQPs: slotQPs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -49,3 +51,4 @@ func TestDial(t *testing.T) {
 		t.Error("unknown design: no error")
 	}
 }
+
