@@ -92,7 +92,7 @@ func Dial(ctx context.Context, c DialConfig) (*Remote, error) {
 	hello := memnode.Hello{Service: c.Design, Token: c.Token}.Marshal()
 	dialCap := func(ctx context.Context, cq verbs.CQ, qc verbs.QPCap, single bool) (*cm.Conn, error) {
 		conn, err := cm.Dial(ctx, dev, c.Node, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: qc, Access: verbs.AccessAll,
-			MinRNRTimer: ClientMinRNR, RNRRetry: ClientRNRRetry, PrivateData: hello, SingleThreaded: single})
+			MinRNRTimer: ClientMinRNR, RNRRetry: ClientRNRRetry, Timeout: ClientTimeout, PrivateData: hello, SingleThreaded: single})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
 		}

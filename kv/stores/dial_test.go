@@ -3,13 +3,16 @@ package stores_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/stores"
 	"github.com/rdmakit/rdmakit/memnode"
+	"github.com/rdmakit/rdmakit/transport/loop"
 )
 
 // TestDial: clients from Dial reach a memnode-served node of every
@@ -52,3 +55,45 @@ func TestDial(t *testing.T) {
 	}
 }
 
+// TestDialOutlastsSlowNode: the connections Dial opens (a PRISM-KV
+// client's own and, with SlotQPs, its slots') carry the store clients'
+// retry budget (ClientTimeout), as ConnectClient's do: a node that answers
+// nothing for a second does not cost them their connections. Dial used
+// the verbs default (half a second), and kv-peers' loads over shm lost
+// their connections with RETRY_EXC_ERR on the loaded machine.
+func TestDialOutlastsSlowNode(t *testing.T) {
+	ctx := context.Background()
+	for _, slotQPs := range []bool{false, true} {
+		t.Run(fmt.Sprintf("slot-qps=%v", slotQPs), func(t *testing.T) {
+			fabric := fmt.Sprintf("stores-dial-slow-%v", slotQPs)
+			srv, err := memnode.Start(ctx, memnode.Config{Device: "loop://" + fabric + "/node", CM: "127.0.0.1:0",
+				NewService: stores.Service("prism-kv", 1000, 64), Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			r, err := stores.Dial(ctx, stores.DialConfig{Design: "prism-kv", Device: "loop://" + fabric + "/client", Node: srv.Info().CM,
+				Clients: 1, SlotQPs: slotQPs, Options: stores.ClientOptions{Slots: 2}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			c := r.Clients[0]
+			if err := c.Put(ctx, []byte("k"), []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+			f := loop.Get(fabric)
+			f.Pause("node")
+			done := make(chan error, 1)
+			go func() { done <- c.Put(ctx, []byte("k"), []byte("w")) }()
+			time.Sleep(time.Second)
+			f.Resume("node")
+			if err := <-done; err != nil {
+				t.Fatalf("a PUT across a 1 s pause: %v", err)
+			}
+			if v, err := c.Get(ctx, []byte("k"), nil); err != nil || string(v) != "w" {
+				t.Fatalf("after the pause: %q, %v", v, err)
+			}
+		})
+	}
+}
