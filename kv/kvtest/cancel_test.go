@@ -15,15 +15,16 @@ import (
 )
 
 // TestCancelled runs porcupine on every design, on loop and tcp (and
-// PRISM-KV with a connection per slot, prism-kv/slot-qps, on shm too),
+// PRISM-KV and Smart-HT with a connection per slot, …/slot-qps, on shm
+// too),
 // with 5% of the operations cancelled at a random point while they run:
 // the history stays linearizable, the clients keep working, and each
 // one's Close returns within a second.
 func TestCancelled(t *testing.T) {
 	ctx := context.Background()
 	for _, scheme := range []string{"loop", "tcp", "shm"} {
-		for _, design := range append(stores.Designs, "prism-kv/slot-qps") {
-			if scheme == "shm" && design != "prism-kv/slot-qps" {
+		for _, design := range append(stores.Designs, "prism-kv/slot-qps", "smart-ht/slot-qps") {
+			if scheme == "shm" && !strings.HasSuffix(design, "/slot-qps") {
 				continue
 			}
 			t.Run(scheme+"/"+design, func(t *testing.T) {
@@ -37,7 +38,7 @@ func TestCancelled(t *testing.T) {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { srv.Close() }) // before the bed closes the devices
-				if design == "smart-ht" {
+				if design == "smart-ht" && o.SlotConnect == nil {
 					o.Runtime, o.Cache = b.Runtime(t, 2), race.NewSlotCache(0)
 				}
 				var cs []kv.Store

@@ -69,14 +69,15 @@ func BenchmarkStore(b *testing.B) {
 // BenchmarkGetTasks measures GETs of PRISM-KV and Smart-HT from 8 and 32
 // goroutines sharing one client, on shm (KVBENCH_SCHEME overrides), and
 // reports the process's CPU time per GET (cpu-ns/op): over shm the
-// client's CPU is what bounds a GET's throughput. prism-kv/slot-qps gives
-// each slot its own QP and CQ (kv-peers' shm rows).
+// client's CPU is what bounds a GET's throughput. …/slot-qps gives each
+// slot its own QP and CQ (kv-peers' shm rows; Smart-HT without its
+// runtime then).
 func BenchmarkGetTasks(b *testing.B) {
 	scheme := os.Getenv("KVBENCH_SCHEME")
 	if scheme == "" {
 		scheme = "shm"
 	}
-	for _, design := range []string{"prism-kv", "prism-kv/slot-qps", "smart-ht"} {
+	for _, design := range []string{"prism-kv", "prism-kv/slot-qps", "smart-ht", "smart-ht/slot-qps"} {
 		b.Run(design, func(b *testing.B) {
 			c := benchClientOn(b, scheme, design, 64) // as kv-peers runs them
 			ctx := context.Background()
@@ -128,8 +129,8 @@ func benchClient(b testing.TB, design string) stores.Client {
 
 // benchClientOn is benchClient on a bed of scheme; slots > 0 runs that
 // many operations in flight at once, polling and with Smart-HT's runtime
-// as kv-peers does. Design prism-kv/slot-qps is PRISM-KV with a
-// connection per slot (ClientOptions.SlotConnect).
+// as kv-peers does. Designs …/slot-qps have a connection per slot
+// (ClientOptions.SlotConnect; Smart-HT without its runtime).
 func benchClientOn(b testing.TB, scheme, design string, slots int) stores.Client {
 	bed := kvtest.NewBed(b, scheme)
 	var o stores.ClientOptions
@@ -145,7 +146,10 @@ func benchClientOn(b testing.TB, scheme, design string, slots int) stores.Client
 	if slots > 0 {
 		o.Poll = verbs.PollEvent // as kv-peers' clients poll
 	}
-	if design == "smart-ht" {
+	if design == "smart-ht" && o.SlotConnect != nil {
+		o.Cache = race.NewSlotCache(0)
+	}
+	if design == "smart-ht" && o.SlotConnect == nil {
 		ncq, err := bed.Node.CreateCQ(1024)
 		if err != nil {
 			b.Fatal(err)

@@ -33,11 +33,13 @@ type DialConfig struct {
 	// Options are every client's options; Cache and Runtime are filled
 	// in for Smart-HT.
 	Options ClientOptions
-	// SlotQPs gives each slot of a PRISM-KV client a connection of its
-	// own (Options.SlotConnect, dialed here): a SingleThreaded QP and CQ
-	// that only the slot's caller uses. Meant for a shm device, where a
-	// GET then completes on its caller's goroutine; every slot is one
-	// more connection the node serves.
+	// SlotQPs gives each slot of a PRISM-KV or Smart-HT client a
+	// connection of its own (Options.SlotConnect, dialed here): a
+	// SingleThreaded QP and CQ that only the slot's caller uses (Smart-HT
+	// then runs without the smart runtime: per-task QPs instead of
+	// per-worker ones, and nothing to throttle). Meant for a shm device,
+	// where a GET then completes on its caller's goroutine; every slot is
+	// one more connection the node serves.
 	SlotQPs bool
 }
 
@@ -108,7 +110,8 @@ func Dial(ctx context.Context, c DialConfig) (*Remote, error) {
 		return conn, err
 	}
 	o := c.Options
-	if c.SlotQPs && c.Design == "prism-kv" {
+	slotQPs := c.SlotQPs && (c.Design == "prism-kv" || c.Design == "smart-ht")
+	if slotQPs {
 		o.SlotConnect = func(ctx context.Context) (prismkv.SlotConn, error) {
 			// The client closes it, before Close closes the device.
 			cq, err := verbs.CreateCQEx(dev, verbs.CQInitAttr{Depth: 2 * slotCap.MaxSendWR, SingleThreaded: true})
@@ -126,10 +129,10 @@ func Dial(ctx context.Context, c DialConfig) (*Remote, error) {
 			}}, nil
 		}
 	}
-	if c.Design == "smart-ht" {
-		if o.Cache == nil {
-			o.Cache = race.NewSlotCache(0)
-		}
+	if c.Design == "smart-ht" && o.Cache == nil {
+		o.Cache = race.NewSlotCache(0)
+	}
+	if c.Design == "smart-ht" && !slotQPs {
 		// The workers' QPs: more connections to the node, carrying only
 		// one-sided requests.
 		connect := func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {

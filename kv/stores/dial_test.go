@@ -16,12 +16,12 @@ import (
 )
 
 // TestDial: clients from Dial reach a memnode-served node of every
-// design (Smart-HT through its runtime's connections, PRISM-KV also with
-// a connection per slot), see each other's PUTs, and close cleanly; a
+// design (Smart-HT through its runtime's connections; PRISM-KV and
+// Smart-HT also with a connection per slot), see each other's PUTs, and close cleanly; a
 // wrong token or an unknown design is an error.
 func TestDial(t *testing.T) {
 	ctx := context.Background()
-	for _, name := range append(stores.Designs, "prism-kv/slot-qps") {
+	for _, name := range append(stores.Designs, "prism-kv/slot-qps", "smart-ht/slot-qps") {
 		t.Run(name, func(t *testing.T) {
 			design, slotQPs := strings.CutSuffix(name, "/slot-qps")
 			fabric := "loop://stores-dial-" + strings.ReplaceAll(name, "/", "-") + "/"

@@ -93,10 +93,11 @@ type ClientOptions struct {
 	// (NewRuntime; shared by the clients of a process). Nil: they go on
 	// the client's own connection.
 	Runtime *smart.Runtime
-	// SlotConnect, for PRISM-KV, gives each of the client's Slots a
-	// connection of its own to the node (prismkv.ClientConfig.SlotConns):
-	// over shm a GET then completes on its caller's goroutine. Nil: the
-	// slots share the client's connection.
+	// SlotConnect, for PRISM-KV and, without a Runtime, Smart-HT, gives
+	// each of the client's slots a connection of its own to the node
+	// (prismkv and race ClientConfig.SlotConns): over shm a GET then
+	// completes on its caller's goroutine. Nil: the slots share the
+	// client's connection (or Smart-HT's runtime).
 	SlotConnect func(ctx context.Context) (prismkv.SlotConn, error)
 }
 
@@ -125,15 +126,9 @@ func NewClient(ctx context.Context, design string, pd verbs.PD, qp verbs.QP, cq 
 		return pilaf.NewClient(ctx, pd, qp, cq, pilaf.ClientConfig{Poll: o.Poll, Slots: o.Slots})
 	case "prism-kv":
 		cfg := prismkv.ClientConfig{Poll: o.Poll, Slots: o.Slots}
-		if o.SlotConnect != nil {
-			for range cmp.Or(o.Slots, 16) {
-				sc, err := o.SlotConnect(ctx)
-				if err != nil {
-					remote.CloseSlotConns(cfg.SlotConns)
-					return nil, err
-				}
-				cfg.SlotConns = append(cfg.SlotConns, sc)
-			}
+		var err error
+		if cfg.SlotConns, err = slotConns(ctx, o, cmp.Or(o.Slots, 16)); err != nil {
+			return nil, err
 		}
 		return prismkv.NewClient(ctx, pd, qp, cq, cfg)
 	case "race":
@@ -143,10 +138,34 @@ func NewClient(ctx context.Context, design string, pd verbs.PD, qp verbs.QP, cq 
 		if cache == nil {
 			cache = race.NewSlotCache(0)
 		}
-		return race.NewClient(ctx, pd, qp, cq, race.ClientConfig{Poll: o.Poll, Slots: o.Slots, Cache: cache,
-			Backoff: &smart.BackoffConfig{Dynamic: true}, Runtime: o.Runtime})
+		cfg := race.ClientConfig{Poll: o.Poll, Slots: o.Slots, Cache: cache, Backoff: &smart.BackoffConfig{Dynamic: true}, Runtime: o.Runtime}
+		if o.Runtime == nil {
+			var err error
+			if cfg.SlotConns, err = slotConns(ctx, o, cmp.Or(o.Slots, 16)+1); err != nil { // one for the client itself
+				return nil, err
+			}
+		}
+		return race.NewClient(ctx, pd, qp, cq, cfg)
 	}
 	return nil, fmt.Errorf("%w: no store design %q (want one of %v)", verbs.ErrInvalidArg, design, Designs)
+}
+
+// slotConns makes n slot connections with o.SlotConnect (none without
+// it), closing those made when one fails.
+func slotConns(ctx context.Context, o ClientOptions, n int) ([]remote.SlotConn, error) {
+	if o.SlotConnect == nil {
+		return nil, nil
+	}
+	var scs []remote.SlotConn
+	for range n {
+		sc, err := o.SlotConnect(ctx)
+		if err != nil {
+			remote.CloseSlotConns(scs)
+			return nil, err
+		}
+		scs = append(scs, sc)
+	}
+	return scs, nil
 }
 
 // QPCap is the queue sizes a client's connection needs (both ends).
