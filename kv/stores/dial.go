@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rdmakit/rdmakit/cm"
 	"github.com/rdmakit/rdmakit/kv"
@@ -59,6 +60,7 @@ type Remote struct {
 	rt    *smart.Runtime
 	mu    sync.Mutex // conns, also appended by the runtime's connects
 	conns []*cm.Conn
+	slots atomic.Int64 // slot connections dialed (SlotQPs), owned by the clients
 }
 
 // Dial opens a device and c.Clients client connections of c.Design to
@@ -123,6 +125,7 @@ func Dial(ctx context.Context, c DialConfig) (*Remote, error) {
 				cq.Destroy()
 				return prismkv.SlotConn{}, err
 			}
+			r.slots.Add(1)
 			return prismkv.SlotConn{QP: conn.QP(), CQ: cq, Close: func() {
 				conn.Close()
 				cq.Destroy()
@@ -176,6 +179,14 @@ func (r *Remote) RoundTrips() uint64 {
 		t += c.RoundTrips()
 	}
 	return t
+}
+
+// Connections is how many connections to the node Dial opened: the
+// clients', the runtime's workers' and the slots' own.
+func (r *Remote) Connections() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.conns) + int(r.slots.Load())
 }
 
 // Close closes the clients, the runtime, the connections and the device.
