@@ -24,34 +24,44 @@ const (
 )
 
 // CQ is a completion queue; it implements verbs.CQ.
+//
+// Its fields sit in three cache lines by who writes them: what is set up
+// once or rarely changes (read by producer and poller alike), the
+// poller's (its lock and the head, written on every Poll), and the solo
+// producer's tail. In one line, a poller spinning on an empty CQ takes
+// that line from the producer on every Poll, and every completion pays
+// a miss for the armed and overrun flags it reads.
 type CQ struct {
-	node    *Node
-	mu      sync.Mutex
-	ring    []cqe // a power of two entries, at least depth
-	mask    uint64
-	depth   uint64
-	head    uint64 // written by the poller (with mu unless single), published with storeRel; read atomically
-	tail    uint64 // guarded by mu; behind stail while a QP has the CQ alone (solo.go)
-	overrun atomic.Bool
-	armed   atomic.Uint32
-	ev      chan struct{}
-	done    chan struct{}
-	closed  atomic.Bool
-	users   atomic.Int32
-
+	node  *Node
+	ring  []cqe // a power of two entries, at least depth
+	mask  uint64
+	depth uint64
+	ev    chan struct{}
+	done  chan struct{}
 	// The producer side without mu, for a CQ that one QP has alone
 	// (solo.go): its send completions are written under its own lock.
-	solo  atomic.Pointer[QP]
-	stail uint64 // the tail as that QP publishes it; accessed atomically
-
+	solo    atomic.Pointer[QP]
+	overrun atomic.Bool
+	armed   atomic.Uint32
+	closed  atomic.Bool
+	users   atomic.Int32
 	// single: the CQ was created SingleThreaded (one poller at a time),
 	// so while a QP has it alone Poll takes no lock (solo.go); polling
 	// marks the poller inside, to catch a second one.
-	single  bool
-	polling bool
+	single bool
 	// fenceless: single, and ReqNotify runs a membarrier after arming,
 	// so the solo QP publishes its tail with a plain store.
 	fenceless bool
+
+	_       [64]byte
+	mu      sync.Mutex
+	head    uint64 // written by the poller (with mu unless single), published with storeRel; read atomically
+	tail    uint64 // guarded by mu; behind stail while a QP has the CQ alone (solo.go)
+	polling bool
+
+	_     [64]byte
+	stail uint64 // the tail as the solo QP publishes it; accessed atomically
+	_     [56]byte
 }
 
 var _ verbs.CQ = (*CQ)(nil)

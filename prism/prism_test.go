@@ -400,3 +400,76 @@ func TestConcurrentAllocate(t *testing.T) {
 		})
 	}
 }
+
+// TestReturnRingHole reserves a slot and never fills it (its client died
+// between the two), then returns buffers behind it: Drain waits for the
+// hole for HoleGrace, then passes it and takes them, and a fill of the
+// hole that comes later still is drained a lap later.
+func TestReturnRingHole(t *testing.T) {
+	tb := newTestbed(t, 1<<20)
+	pool, err := prism.NewPool(tb.pool, prism.PoolConfig{MinSize: 64, MaxSize: 64, Stock: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ringOff := tb.pool.Len() - prism.ReturnRingSize(4)
+	ring, err := prism.NewReturnRing(tb.pool, ringOff, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(0, 0)
+	prism.SetClock(ring, func() time.Time { return now })
+	c := tb.connect(t, "c")
+	buf := func(i int) prism.Returned { return prism.Returned{Addr: tb.pool.Addr() + uint64(64*i)} }
+	// give reserves len(rets) slots and fills them (fill false: the
+	// reservation only), returning the first reserved index.
+	give := func(fill bool, rets ...prism.Returned) uint64 {
+		t.Helper()
+		if wc := c.run(t, prism.ReturnWRs(c.wrs, 1, tb.pool.RKey(), ring.Addr(), len(rets), c.sge(0, 8))); wc.Status != verbs.StatusSuccess {
+			t.Fatal(wc.Status)
+		}
+		first := binary.NativeEndian.Uint64(c.buf.Bytes())
+		if fill {
+			fillAt(t, c, tb.pool.RKey(), ring, first, rets)
+		}
+		return first
+	}
+	drain := func(want int) {
+		t.Helper()
+		if n, err := ring.Drain(pool); n != want || err != nil {
+			t.Fatalf("Drain = %d, %v; want %d (holes passed %d)", n, err, want, ring.Holes())
+		}
+	}
+	hole := give(false, buf(0))
+	give(true, buf(1), buf(2))
+	drain(0) // the hole's client may be a round trip from filling it
+	now = now.Add(prism.HoleGrace - time.Millisecond)
+	drain(0)
+	now = now.Add(time.Millisecond)
+	drain(2)
+	if ring.Holes() != 1 {
+		t.Errorf("%d holes passed, want 1", ring.Holes())
+	}
+	// The hole's fill, late: drained when the drain comes round to its
+	// slot again, after the slot reserved next.
+	fillAt(t, c, tb.pool.RKey(), ring, hole, []prism.Returned{buf(0)})
+	give(true, buf(3))
+	drain(2)
+	drain(0)
+	if n, _ := pool.Reclaim(); n != 4 {
+		t.Errorf("Reclaim recycled %d, want 4", n)
+	}
+}
+
+// fillAt fills rets into ring's slots from index first, checking that
+// none was occupied.
+func fillAt(t *testing.T, c *conn, rkey uint32, ring *prism.ReturnRing, first uint64, rets []prism.Returned) {
+	t.Helper()
+	if wc := c.run(t, prism.FillWRs(c.wrs, 2, rkey, ring.Addr(), ring.Slots(), first, rets, c.sge(64, 8*len(rets)))); wc.Status != verbs.StatusSuccess {
+		t.Fatal(wc.Status)
+	}
+	for i := range rets {
+		if v := binary.NativeEndian.Uint64(c.buf.Bytes()[64+8*i:]); v != 0 {
+			t.Fatalf("slot %d was occupied (%#x)", first+uint64(i), v)
+		}
+	}
+}

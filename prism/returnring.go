@@ -3,6 +3,7 @@ package prism
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/rdmakit/rdmakit/verbs"
@@ -21,12 +22,32 @@ import (
 // the client later. The server's Drain takes filled slots in order, empties
 // them and hands the buffers to Pool.Free. Buffers must be at least 64
 // bytes (the class lives in the low bits).
+//
+// A reserved slot may never be filled: its client died between the
+// reservation and the fill, or its connection failed, or it found the
+// slot occupied and reserved another. Drain passes such a hole once it
+// has been reserved for HoleGrace, so that it does not stop every return
+// after it for good; a fill that comes later still is drained a lap
+// later, when the drain comes round to its slot again.
 type ReturnRing struct {
 	mr   verbs.MR
 	base uint64 // offset of the ring in mr
 	n    uint64
 	head uint64 // next slot to drain (server side)
+
+	// Every slot below mark was reserved at markAt (passHole).
+	mark    uint64
+	markAt  time.Time
+	skipped atomic.Uint64
+	grace   atomic.Int64     // HoleGrace unless set
+	now     func() time.Time // time.Now; tests set their own clock
 }
+
+// HoleGrace is how long a reserved slot may stay empty before Drain
+// passes it: far longer than the round trip between a client's
+// reservation and its fill, as long as a segment lock's lease in
+// PRISM-KV.
+const HoleGrace = time.Second
 
 // ReturnRingSize is the number of bytes a ring of n slots occupies.
 func ReturnRingSize(n int) int { return 64 + 8*n }
@@ -37,7 +58,9 @@ func NewReturnRing(mr verbs.MR, off, n int) (*ReturnRing, error) {
 	if n <= 0 || off < 0 || off%8 != 0 || off+ReturnRingSize(n) > mr.Len() {
 		return nil, fmt.Errorf("%w: a %d-slot ring at %d does not fit the region", verbs.ErrInvalidArg, n, off)
 	}
-	return &ReturnRing{mr: mr, base: uint64(off), n: uint64(n)}, nil
+	r := &ReturnRing{mr: mr, base: uint64(off), n: uint64(n), now: time.Now}
+	r.grace.Store(int64(HoleGrace))
+	return r, nil
 }
 
 // Addr is the address of the ring's tail word (clients' ReturnWRs target).
@@ -52,15 +75,19 @@ func (r *ReturnRing) slot(i uint64) *uint64 {
 }
 
 // Drain moves every filled slot, in order, to p.Free and returns how many
-// buffers it took. Call it from one goroutine at a time (with
-// Pool.Reclaim, say).
+// buffers it took, passing holes older than HoleGrace. Call it from one
+// goroutine at a time (with Pool.Reclaim, say).
 func (r *ReturnRing) Drain(p *Pool) (int, error) {
 	n := 0
 	for ; ; n++ {
 		s := r.slot(r.head)
 		v := atomic.LoadUint64(s)
-		if v == 0 {
-			return n, nil
+		for v == 0 {
+			if !r.passHole() {
+				return n, nil
+			}
+			s = r.slot(r.head)
+			v = atomic.LoadUint64(s)
 		}
 		atomic.StoreUint64(s, 0)
 		r.head++
@@ -70,6 +97,38 @@ func (r *ReturnRing) Drain(p *Pool) (int, error) {
 		}
 	}
 }
+
+// passHole decides about the empty slot at head: it is a hole when a
+// client reserved it (the tail is past it). The first hole marks the tail
+// and the time: every slot below the mark was reserved by then, so once
+// HoleGrace has passed, those still empty are passed (head moves on,
+// true) and the next hole marks again. Holes left together (the dead
+// client's whole batch, a few dead clients) cost one grace, not one each.
+func (r *ReturnRing) passHole() bool {
+	tail := atomic.LoadUint64((*uint64)(unsafe.Pointer(&r.mr.Bytes()[r.base])))
+	if tail <= r.head {
+		return false // nothing reserved there: the ring is drained
+	}
+	now := r.now()
+	if r.head >= r.mark {
+		r.mark, r.markAt = tail, now
+		return false
+	}
+	if now.Sub(r.markAt) < time.Duration(r.grace.Load()) {
+		return false
+	}
+	r.head++
+	r.skipped.Add(1)
+	return true
+}
+
+// SetHoleGrace replaces HoleGrace for r (safe while it drains). A short
+// grace loses nothing: a fill that comes after its hole was passed is
+// drained a lap later.
+func (r *ReturnRing) SetHoleGrace(d time.Duration) { r.grace.Store(int64(d)) }
+
+// Holes is how many never-filled slots Drain has passed.
+func (r *ReturnRing) Holes() uint64 { return r.skipped.Load() }
 
 // ReturnWRs fills the requests that reserve len(items) slots of the
 // return ring at ring (rkey's region) — a FETCH_AND_ADD whose result lands

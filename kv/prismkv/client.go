@@ -73,6 +73,9 @@ type Client struct {
 	life    sync.RWMutex
 	hits    atomic.Uint64
 	lookups atomic.Uint64
+	// takeovers counts segment locks taken over from a holder that kept
+	// one for leaseTime.
+	takeovers atomic.Uint64
 
 	cache *slotCache
 
@@ -263,6 +266,7 @@ func (c *Client) returnBatch(bufs []prism.Returned) ([]prism.Returned, error) {
 		return nil, wc.Status.Err()
 	}
 	first := binary.NativeEndian.Uint64(s.Buf[offRing:])
+	hook(hookReturning)
 	res := s.SGE(offItem, 8*len(bufs))
 	prism.FillWRs(wrs, 0, c.rkey, c.ring, c.ringN, first, bufs, res)
 	wc, err = c.ops.Do(ctx, s, wrs)

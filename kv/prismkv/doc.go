@@ -142,7 +142,9 @@
 //     buffer that no slot points to, and the items it had not yet
 //     returned are never recycled. One that dies holding a segment lock
 //     delays the inserts of that segment's new keys by a second (the
-//     lease); nothing else waits for it.
+//     lease). One that dies between reserving return ring slots and
+//     filling them leaves holes the node passes after a second
+//     (prism.HoleGrace). Nothing else waits for it (TestKilledWriters).
 //   - A failed connection: kv.ErrUnreachable. A node restart loses the
 //     data (docs/kv.md, Durability).
 //

@@ -68,6 +68,10 @@ func (c *Client) install(ctx context.Context, key, value []byte, del bool) error
 			}
 			f, err := c.find(ctx, s, key, true, lt, !del)
 			if err != nil {
+				if lt != nil {
+					// Its lock CAS may have run: release what it may hold.
+					c.unlock(lt.seg, lt.token)
+				}
 				return c.mapErr(err) // the slot is not ours any more
 			}
 			switch {
@@ -143,6 +147,7 @@ func (c *Client) claim(ctx context.Context, s remote.Slot, key []byte, h uint64,
 		if !lt.got {
 			var err error
 			if f, err = c.findLocked(ctx, s, key, lt); err != nil {
+				c.unlock(lt.seg, lt.token) // as in install
 				return c.mapErr(err)
 			}
 		}
@@ -160,6 +165,7 @@ func (c *Client) claim(ctx context.Context, s remote.Slot, key []byte, h uint64,
 				ch.raise = f.takeD
 			}
 		}
+		hook(hookLocked)
 		r, err := c.run(ctx, s, ch)
 		if err != nil {
 			c.unlock(lt.seg, lt.token)

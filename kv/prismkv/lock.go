@@ -73,6 +73,7 @@ func (c *Client) findLocked(ctx context.Context, s remote.Slot, key []byte, lt *
 			holder, since = lt.cur, now
 		case now.Sub(since) >= leaseTime:
 			lt.from = holder // its holder is gone: take it over
+			c.takeovers.Add(1)
 			continue
 		}
 		if err := ctx.Err(); err != nil {

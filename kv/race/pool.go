@@ -62,6 +62,24 @@ func (e *extents) remove(off, n uint64) {
 	e.bytes -= n
 }
 
+// cut takes the range [off, off+n) out of the range that holds it, false
+// when no range holds all of it.
+func (e *extents) cut(off, n uint64) bool {
+	for s, m := range e.start {
+		if s <= off && off+n <= s+m {
+			e.remove(s, m)
+			if off > s {
+				e.add(s, off-s)
+			}
+			if s+m > off+n {
+				e.add(off+n, s+m-off-n)
+			}
+			return true
+		}
+	}
+	return false
+}
+
 // fit is a free range of at least n bytes whose 64-byte aligned start
 // leaves n bytes: its offset.
 func (e *extents) fit(n uint64) (uint64, bool) {
@@ -88,23 +106,44 @@ func (s *Server) release(now time.Time) {
 	}
 }
 
+// ErrNotHeld refuses a free of memory the node has not handed to the
+// freeing client, or that it has given back already: taken twice into
+// the pool, it would go to two clients at once.
+var ErrNotHeld = errors.New("race: free of memory the client does not hold")
+
+// owner is the memory a node handed to one client connection (by
+// methodAlloc) and that it has not given back. Under Server.mu.
+type owner struct{ held extents }
+
 // freeRPC: (u64 address, u32 length) pairs → nothing. The ranges join
-// the quarantine.
-func (s *Server) freeRPC(req, resp []byte) (int, error) {
+// the quarantine. Each must be memory the node handed to o and o has not
+// given back yet; a request with any other range is refused whole.
+func (s *Server) freeRPC(o *owner, req, resp []byte) (int, error) {
 	if len(req)%12 != 0 {
 		return 0, errors.New("race: free takes (u64 address, u32 length) pairs")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var taken []held // cut from o.held: put back if the request is refused
+	refuse := func(err error) (int, error) {
+		for _, h := range taken {
+			o.held.add(h.off, h.n)
+		}
+		return 0, err
+	}
 	now := time.Now()
 	for ; len(req) > 0; req = req[12:] {
 		addr, n := binary.LittleEndian.Uint64(req), uint64(binary.LittleEndian.Uint32(req[8:]))
 		off := addr - s.mr.Addr()
 		if addr < s.mr.Addr() || off < s.heap || n == 0 || off+n > s.bump || off%blockUnit != 0 || n%blockUnit != 0 {
-			return 0, fmt.Errorf("race: free of %d bytes at %#x: not memory the node handed out", n, addr)
+			return refuse(fmt.Errorf("race: free of %d bytes at %#x: not memory the node handed out", n, addr))
 		}
-		s.held = append(s.held, held{off: off, n: n, at: now})
-		s.frees++
+		if !o.held.cut(off, n) {
+			return refuse(fmt.Errorf("%w: %d bytes at %#x", ErrNotHeld, n, addr))
+		}
+		taken = append(taken, held{off: off, n: n, at: now})
 	}
+	s.held = append(s.held, taken...)
+	s.frees += uint64(len(taken))
 	return 0, nil
 }

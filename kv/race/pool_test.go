@@ -30,6 +30,8 @@ func TestFreeRefusesGarbage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	o := &owner{} // the client the node handed off to
+	o.held.add(off, 4096)
 	base := s.mr.Addr()
 	pair := func(addr uint64, n uint32) []byte {
 		r := binary.LittleEndian.AppendUint64(nil, addr)
@@ -45,15 +47,16 @@ func TestFreeRefusesGarbage(t *testing.T) {
 		"odd length":               pair(base+off, 65),
 		"past what was handed out": pair(base+s.bump, 64),
 		"huge":                     pair(base+off, ^uint32(0)),
+		"good, then garbage":       append(pair(base+off, 64), pair(base-64, 64)...),
 	} {
-		if _, err := s.freeRPC(req, nil); err == nil {
+		if _, err := s.freeRPC(o, req, nil); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if len(s.held) != 0 || s.frees != 0 {
+	if len(s.held) != 0 || s.frees != 0 || o.held.bytes != 4096 {
 		t.Fatalf("garbage changed the pool: %d held, %d frees", len(s.held), s.frees)
 	}
-	if _, err := s.freeRPC(pair(base+off, 4096), nil); err != nil || len(s.held) != 1 {
+	if _, err := s.freeRPC(o, pair(base+off, 4096), nil); err != nil || len(s.held) != 1 {
 		t.Fatalf("a good free: %v, %d held", err, len(s.held))
 	}
 }

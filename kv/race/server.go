@@ -36,7 +36,6 @@ type Server struct {
 	cfg  Config
 	pd   verbs.PD
 	mr   verbs.MR
-	rpc  *rpc.Server
 	heap uint64
 	mu   sync.Mutex
 	bump uint64
@@ -69,7 +68,7 @@ func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("race: %w", err)
 	}
-	s := &Server{cfg: cfg, pd: pd, mr: mr, heap: heap, bump: heap, rpc: rpc.NewServer(rpc.ServerConfig{})}
+	s := &Server{cfg: cfg, pd: pd, mr: mr, heap: heap, bump: heap}
 	b := mr.Bytes()
 	binary.NativeEndian.PutUint64(b, uint64(cfg.Depth))
 	for i := uint64(0); i < 1<<cfg.Depth; i++ {
@@ -81,20 +80,28 @@ func NewServer(pd verbs.PD, cfg Config) (*Server, error) {
 		binary.NativeEndian.PutUint64(b[off:], mkCtl(uint(cfg.Depth), i, false))
 		binary.NativeEndian.PutUint64(b[dirOff+8*i:], mkDir(mr.Addr()+off, uint(cfg.Depth), 0))
 	}
-	s.rpc.Handle(methodInfo, s.info)
-	s.rpc.Handle(methodAlloc, func(req, resp []byte) (int, error) {
-		t0 := time.Now()
-		n, err := s.allocRPC(req, resp)
-		s.cpu.Add(int64(time.Since(t0)))
-		return n, err
-	})
-	s.rpc.Handle(methodFree, func(req, resp []byte) (int, error) {
-		t0 := time.Now()
-		n, err := s.freeRPC(req, resp)
-		s.cpu.Add(int64(time.Since(t0)))
-		return n, err
-	})
 	return s, nil
+}
+
+// conn is the RPC server of one client connection: its own, so that the
+// node knows which memory the client holds (owner).
+func (s *Server) conn() *rpc.Server {
+	o := &owner{}
+	r := rpc.NewServer(rpc.ServerConfig{})
+	r.Handle(methodInfo, s.info)
+	r.Handle(methodAlloc, func(req, resp []byte) (int, error) {
+		t0 := time.Now()
+		n, err := s.allocRPC(o, req, resp)
+		s.cpu.Add(int64(time.Since(t0)))
+		return n, err
+	})
+	r.Handle(methodFree, func(req, resp []byte) (int, error) {
+		t0 := time.Now()
+		n, err := s.freeRPC(o, req, resp)
+		s.cpu.Add(int64(time.Since(t0)))
+		return n, err
+	})
+	return r
 }
 
 // alloc hands out n bytes of zeroed memory. When only memory still in
@@ -142,8 +149,8 @@ func (s *Server) info(req, resp []byte) (int, error) {
 	return 12, nil
 }
 
-// allocRPC: u32 size → u64 address of zeroed memory.
-func (s *Server) allocRPC(req, resp []byte) (int, error) {
+// allocRPC: u32 size → u64 address of zeroed memory, which o then holds.
+func (s *Server) allocRPC(o *owner, req, resp []byte) (int, error) {
 	if len(req) != 4 {
 		return 0, errors.New("race: alloc takes a u32 size")
 	}
@@ -157,6 +164,7 @@ func (s *Server) allocRPC(req, resp []byte) (int, error) {
 	}
 	s.mu.Lock()
 	s.allocs++
+	o.held.add(off, uint64(n))
 	s.mu.Unlock()
 	binary.LittleEndian.PutUint64(resp, s.mr.Addr()+off)
 	return 8, nil
@@ -165,14 +173,14 @@ func (s *Server) allocRPC(req, resp []byte) (int, error) {
 // Serve serves one client connection until ctx ends. End ctx and wait
 // for Serve before Close.
 func (s *Server) Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error {
-	return s.rpc.Serve(ctx, s.pd, qp, cq)
+	return s.conn().Serve(ctx, s.pd, qp, cq)
 }
 
 // Attach posts a client connection's receives on qp (in INIT or later),
 // before the client can send; serve it with the returned connection's
 // Serve (cq its completions) once it is connected, or Close it.
 func (s *Server) Attach(qp verbs.QP) (*rpc.ServerConn, error) {
-	return s.rpc.Attach(s.pd, qp)
+	return s.conn().Attach(s.pd, qp)
 }
 
 // Depth is the node's current global depth (directory doublings show

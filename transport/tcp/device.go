@@ -51,7 +51,9 @@ func (provider) Scheme() string { return Scheme }
 //	spin=D            how long the soft NIC keeps polling a connection after
 //	                  its last request before it parks (default 50µs; 0
 //	                  parks at once); it yields after every empty read, so
-//	                  a goroutine a request woke runs at once
+//	                  a goroutine a request woke runs at once, and it does
+//	                  not spin while the node awaits answers to requests
+//	                  of its own posted in the last 2 ms
 //	doorbell=wr       one write system call per work request instead of one
 //	                  per post list (doorbell=list, the default): the
 //	                  no-batching side of the guideline, for comparison
@@ -227,6 +229,35 @@ func (d *device) progress() {
 		}
 	}
 }
+
+// awaiting reports whether a link of this device has requests on the wire
+// awaiting their answers, posted less than awaitWindow ago (a count of
+// unanswered requests can stay above zero: requests a responder
+// discarded). Its sessions do not spin then: a message to
+// this node is then most likely the consequence of its own request — the
+// answer of a service that answers a SEND with a SEND, an echo — and
+// cannot come before that request's round trip, for which a spinning
+// session would hold a CPU that the peer needs to answer (on a loaded
+// 2-core machine, a client spinning that way made every echoed SEND
+// slower). A node that only answers (READs, or SENDs whose answers have
+// been acknowledged) spins as before.
+func (d *device) awaiting() bool {
+	links := d.links.Snapshot()
+	if len(links) == 0 {
+		return false
+	}
+	now := nanotime()
+	for _, l := range links {
+		if l.pending.Load() > 0 && now-l.flushed.Load() < awaitWindow {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitWindow is how long after its last post a link's unanswered
+// requests count as awaited: many round trips, even on a loaded machine.
+const awaitWindow = int64(2 * time.Millisecond)
 
 // ResolveID implements nic.Network: the peer that sent a receive.
 func (d *device) ResolveID(id uint32) (nic.Target, error) {

@@ -162,3 +162,33 @@ func TestReaderWaitsForTokenHolder(t *testing.T) {
 		t.Fatal("the PONG was never read")
 	}
 }
+
+// TestLonePosterProbes: a poster with no evidence of others (no recent
+// write carried several posters' requests) still yields before every
+// probeEvery-th write with requests on the wire — else concurrent posters
+// that never happen to share a write would never be found, and their
+// requests would never be batched (the sequencer clients' rate fell by
+// 40% when no poster yielded). With one processor the order is
+// deterministic.
+func TestLonePosterProbes(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	var ran atomic.Bool
+	c := &recordConn{flag: &ran}
+	l := newTestLink(c)
+	postOne(t, l) // on the wire, unanswered: every later post has one there
+	yields := 0
+	for i := 0; i < 4*probeEvery; i++ {
+		ran.Store(false)
+		go ran.Store(true)
+		postOne(t, l)
+		if c.flagged[len(c.flagged)-1] {
+			yields++
+		}
+		for !ran.Load() { // let the goroutine finish before the next round
+			runtime.Gosched()
+		}
+	}
+	if yields != 4 {
+		t.Fatalf("%d of %d posts yielded, want 4 (one in %d)", yields, 4*probeEvery, probeEvery)
+	}
+}

@@ -168,7 +168,7 @@ func (d *device) serve(c net.Conn) {
 	s := &session{c: c, out: base, base: base, hold: newHold(d.budget), timeout: 5 * d.opts.keepalive}
 	defer s.hold.close()
 	if raw, err := newRawReader(c); err == nil {
-		fr.r = &spinReader{raw: raw, spin: d.opts.spin}
+		fr.r = &spinReader{raw: raw, spin: d.opts.spin, waiting: d.awaiting}
 	} // else: a wrapped connection (tests) is read with blocking reads
 	sess := d.node.NewSession(peer, h.address)
 	defer sess.Close()

@@ -1,0 +1,9 @@
+package kvtest_test
+
+import (
+	"testing"
+
+	"github.com/rdmakit/rdmakit/internal/remotedev"
+)
+
+func TestMain(m *testing.M) { remotedev.TestMain(m) }
