@@ -70,6 +70,7 @@ type peerSys struct {
 	// unbatched peers, none over shm, where GETs are loads).
 	batch func() (trips, keys uint64)
 	pts   map[int][]peerPoint // by tasks, one per round
+	conns int                 // an rdmakit client's connections to its node (0: one per DB)
 }
 
 // peerPoint is one run of a system.
@@ -317,8 +318,10 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 	// on a new connection, and say so in the notes.
 	var c *stores.Remote
 	for attempt := 1; ; attempt++ {
+		// Over shm each PRISM-KV slot has its own QP and CQ: a GET
+		// completes on its task's goroutine (docs/kv.md, kv-peers).
 		c, err = stores.Dial(ctx, stores.DialConfig{Design: design, Device: clientDev, Node: n.addr, Token: n.token, Clients: 1,
-			Options: stores.ClientOptions{Poll: kvPoll, Slots: 64}})
+			Options: stores.ClientOptions{Poll: kvPoll, Slots: 64}, SlotQPs: transport == "shm"})
 		if err != nil {
 			return fmt.Errorf("%s over %s: %w", design, transport, err)
 		}
@@ -334,6 +337,7 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 		k.retried = append(k.retried, fmt.Sprintf("%s over %s (%v)", design, transport, err))
 	}
 	k.cleanup = append(k.cleanup, c.Close)
+	s.conns = c.Connections()
 	db := workload.DB{Store: c.Clients[0]}
 	for _, t := range k.tasks {
 		s.dbs[t] = []ycsb.DB{db}
@@ -435,7 +439,11 @@ func (k *kvPeersRun) rows() {
 			if s.transport == "shm" {
 				batch = "loads"
 			}
-			k.r.AddRow(s.name, s.transport, t, len(s.dbs[t]), batch, rate, strings.Join(runs, " / "), 100*(hi-lo)/rate,
+			conns := len(s.dbs[t])
+			if s.conns > 0 {
+				conns = s.conns
+			}
+			k.r.AddRow(s.name, s.transport, t, conns, batch, rate, strings.Join(runs, " / "), 100*(hi-lo)/rate,
 				s.median(t, func(p peerPoint) float64 { return us(p.res.P50) }), s.median(t, func(p peerPoint) float64 { return us(p.res.P99) }),
 				num(s.median(t, func(p peerPoint) float64 { return p.server })), num(s.median(t, func(p peerPoint) float64 { return p.client })),
 				ratio(mc), ratio(rd))
@@ -482,7 +490,7 @@ func (k *kvPeersRun) notes(point time.Duration, rounds int, batch map[int]int) {
 	*n = append(*n,
 		fmt.Sprintf("YCSB-C (100%% reads, uniform keys) from go-ycsb v1.0.1 over %d records of %d bytes, the same for every system; tasks is the client goroutines, so as many GETs in flight. All systems are started and loaded first, then run in turn for %v each, %d round(s); every figure is the median of the rounds, runs lists each round's rate and spread is (max−min)/median.", k.records, k.value, point, rounds),
 		"Every server runs in its own process: memcached and Redis as installed, each rdmakit node as `rdmakit kv serve --store S --device D --listen 127.0.0.1:0` with a random token (started from this binary, stopped at the end), the clients all in this process. The tcp nodes' device is `"+kvServeTCP+"` (the soft NIC parks instead of polling, docs/kv.md's rule for busy cores); memcached and Redis wait in epoll.",
-		"batch is GETs per round trip: for rdmakit over tcp, requests per write(2) of the client's device (tcp.Batching; requests from all tasks that queued while the previous write was out); for the batched peers, keys per multi-get / MGET actually sent. The batched rows' cap B is PRISM-KV's measured batch over tcp in a warm-up run ("+strings.Join(bs, ", ")+"), with ⌊tasks/B⌋ connections of one round trip in flight each (conns), the tasks spread evenly over them: as many GETs in flight as unbatched, and a request can carry all its connection's tasks' GETs, at least B — the peers are never held to fewer keys per round trip than rdmakit's frames carry. Unbatched peers: one connection per task, one GET per round trip.",
+		"batch is GETs per round trip: for rdmakit over tcp, requests per write(2) of the client's device (tcp.Batching; requests from all tasks that queued while the previous write was out); for the batched peers, keys per multi-get / MGET actually sent. The batched rows' cap B is PRISM-KV's measured batch over tcp in a warm-up run ("+strings.Join(bs, ", ")+"), with ⌊tasks/B⌋ connections of one round trip in flight each (conns), the tasks spread evenly over them: as many GETs in flight as unbatched, and a request can carry all its connection's tasks' GETs, at least B — the peers are never held to fewer keys per round trip than rdmakit's frames carry. Unbatched peers: one connection per task, one GET per round trip. For rdmakit, conns counts every connection of the client to its node (Smart-HT's runtime workers', and over shm the slots' own).",
 		"server_cpu is the server process's utime+stime (/proc/PID/stat, all threads, 10 ms ticks) over the run, divided by the operations; client_cpu the same for this process, which holds every client (and the idle clients of the other systems). Over shm a GET is loads from the node's memory mapped into the client: the node's CPU stays near 0, the work moves to the client.",
 		"vs_memcached and vs_redis divide by the fastest memcached row (any thread count, unbatched or multi-get) and the fastest Redis row at the same task count.",
 	)
@@ -498,8 +506,8 @@ func (k *kvPeersRun) notes(point time.Duration, rounds int, batch map[int]int) {
 			*n = append(*n, fmt.Sprintf("memcached threads at %d tasks (Mops): %s; fastest: %s.", t, strings.Join(parts, ", "), b.name))
 		}
 	}
-	*n = append(*n, "Asymmetries left: (1) rdmakit's tasks share one connection per client (Smart-HT adds its runtime's worker connections, one per core), with several writes in flight on it; the batched peers keep one round trip in flight per connection and carry at least rdmakit's mean batch (more when the tasks do not divide evenly: compare the batch column), not its distribution. "+
-		"(2) The clients differ in work: an rdmakit client hashes, probes and checks (client_cpu), a memcached/Redis client here is a small Go text/RESP client written for this benchmark, not libmemcached or hiredis. "+
+	*n = append(*n, "Asymmetries left: (1) rdmakit's tasks share one connection per client over tcp (Smart-HT adds its runtime's worker connections, one per core), with several writes in flight on it; over shm each of PRISM-KV's 64 slots has a connection of its own (a QP and CQ only its task uses, as each unbatched peer task has its own connection), so a GET completes on its task's goroutine; the batched peers keep one round trip in flight per connection and carry at least rdmakit's mean batch (more when the tasks do not divide evenly: compare the batch column), not its distribution. "+
+		"(2) The clients differ in work: an rdmakit client hashes, probes and checks (client_cpu), a memcached/Redis client here is a small Go text/RESP client written for this benchmark, not libmemcached or hiredis; every system's GETs come from the same go-ycsb workload through the same adapter (workload.DB, no allocation per GET). "+
 		"(3) Redis runs its commands on one thread; the batched Redis row uses MGET (one command per round trip, its cheapest form) rather than pipelined GETs. "+
 		"(4) Over shm the clients read the node's memory directly: same host only, and the nodes' CPU is idle by construction (what server_cpu still shows is PRISM-KV's restock timer, every 200 µs, the liveness probes and the 10 ms tick). "+
 		"(5) The machine's two cores are shared by every server and the clients; the idle systems' processes sleep meanwhile (each rdmakit node probes its clients every 5 s).")

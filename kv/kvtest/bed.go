@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/prismkv"
 	"github.com/rdmakit/rdmakit/kv/stores"
 	"github.com/rdmakit/rdmakit/rpc"
 	"github.com/rdmakit/rdmakit/smart"
@@ -196,4 +197,46 @@ func connectNode(qp verbs.QP, dest string, destQPN uint32) error {
 		return err
 	}
 	return qp.Modify(verbs.QPAttr{State: verbs.StateRTS, Timeout: stores.ClientTimeout})
+}
+
+// SlotConnect is stores.ClientOptions.SlotConnect for this bed: each slot
+// a SingleThreaded QP and CQ on the client device, connected to a new QP
+// of the node device (completions to one CQ of the node's, made here). A
+// slot carries one-sided lists and PRISM chains only: the node's end
+// needs no serving.
+func (b *Bed) SlotConnect(t testing.TB) func(context.Context) (prismkv.SlotConn, error) {
+	t.Helper()
+	ncq, err := b.Node.CreateCQ(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(ctx context.Context) (prismkv.SlotConn, error) {
+		cq, err := verbs.CreateCQEx(b.Dev, verbs.CQInitAttr{Depth: 256, SingleThreaded: true})
+		if err != nil {
+			return prismkv.SlotConn{}, err
+		}
+		qp, err := b.PD.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: cq, RecvCQ: cq, SingleThreaded: true,
+			Cap: verbs.QPCap{MaxSendWR: 160, MaxRecvWR: 1, MaxInlineData: verbs.DefaultMaxInlineData}})
+		if err != nil {
+			cq.Destroy()
+			return prismkv.SlotConn{}, err
+		}
+		sc := prismkv.SlotConn{QP: qp, CQ: cq, Close: func() {
+			qp.Destroy()
+			cq.Destroy()
+		}}
+		nqp, err := b.NodePD.CreateQP(verbs.QPInitAttr{Type: verbs.RC, SendCQ: ncq, RecvCQ: ncq})
+		if err == nil {
+			if err = nqp.Modify(verbs.QPAttr{State: verbs.StateInit, Access: verbs.AccessAll}); err == nil {
+				if err = connectNode(nqp, b.Dev.Address(), qp.QPN()); err == nil {
+					err = stores.ConnectClient(qp, b.Node.Address(), nqp.QPN())
+				}
+			}
+		}
+		if err != nil {
+			sc.Close()
+			return prismkv.SlotConn{}, err
+		}
+		return sc, nil
+	}
 }

@@ -31,7 +31,20 @@ type ClientConfig struct {
 	// ReturnBatch is how many replaced items the client gathers before
 	// returning them to the node in one batch (default 32).
 	ReturnBatch int
+	// SlotConns, when set, are connections of the client's slots, one
+	// slot each (Slots is then their number): a slot's request lists go on
+	// its own QP, and its caller polls its own CQ. Over shm a GET then
+	// completes on its task's goroutine, without the poller's hand-off.
+	// The client owns them from then on (Close closes them); the client's
+	// own connection still carries its RPCs.
+	SlotConns []SlotConn
 }
+
+// SlotConn is a client slot's own connection to the node
+// (ClientConfig.SlotConns): a connected RC QP that only the slot posts on,
+// whose completions alone go to CQ (both may be SingleThreaded), and
+// Close, which releases them.
+type SlotConn = remote.SlotConn
 
 // Client is a PRISM-KV store client. GET is one bounded indirect READ
 // through the key's slot (linear probing on collision); PUT looks the
@@ -42,7 +55,7 @@ type ClientConfig struct {
 type Client struct {
 	cfg     ClientConfig
 	rpc     *rpc.Client
-	ops     *remote.Ops
+	ops     remote.Poster
 	base    uint64
 	rkey    uint32
 	nslots  int
@@ -111,13 +124,23 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 	if cfg.ReturnBatch <= 0 {
 		cfg.ReturnBatch = 32
 	}
+	if len(cfg.SlotConns) > 0 {
+		cfg.Slots = len(cfg.SlotConns)
+	}
 	c := &Client{cfg: cfg, cache: newSlotCache(cfg.CacheKeys), kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll})
 	if err != nil {
+		remote.CloseSlotConns(cfg.SlotConns)
 		return nil, fmt.Errorf("prismkv: %w", err)
 	}
-	ops, err := remote.New(pd, qp, cfg.Slots, opBuf, rc)
+	var ops remote.Poster
+	if len(cfg.SlotConns) > 0 {
+		ops, err = remote.NewSolo(pd, cfg.SlotConns, opBuf, cfg.Poll, rc)
+	} else {
+		ops, err = remote.New(pd, qp, cfg.Slots, opBuf, rc)
+	}
 	if err != nil {
+		remote.CloseSlotConns(cfg.SlotConns)
 		rc.Close()
 		return nil, fmt.Errorf("prismkv: %w", err)
 	}

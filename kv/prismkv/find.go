@@ -103,7 +103,7 @@ type found struct {
 func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot bool, lt *lockTry, take bool) (found, error) {
 	h := kv.Hash(key)
 	start := int(h % uint64(c.nslots))
-	if e, ok := c.cache.lookup(key, h); ok {
+	if e, ok := c.cache.lookup(h); ok {
 		item, ptr, n, _, err := c.probe(ctx, s, e.slot, withSlot, false, lt)
 		lt = nil
 		if err != nil {
@@ -113,7 +113,7 @@ func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot b
 			c.hits.Add(1)
 			return found{slot: e.slot, ptr: ptr, n: n, exists: true, value: v}, nil
 		}
-		c.cache.forget(key, h) // stale
+		c.cache.forget(h) // stale
 	}
 	c.lookups.Add(1)
 	f := found{slot: -1, take: -1, dist: -1}
@@ -155,12 +155,12 @@ func (c *Client) find(ctx context.Context, s remote.Slot, key []byte, withSlot b
 			f.mayTake(b, c.free, i)
 		case fl&flagTomb == 0 && bytes.Equal(key2, key):
 			if withSlot {
-				c.cache.remember(key, h, cached{slot: b, ptr: ptr, n: n})
+				c.cache.remember(h, cached{slot: b, ptr: ptr, n: n})
 			} else if b != start {
 				// A key away from its home slot: the next GET goes
 				// straight there. (Its value is unknown: a PUT guesses, and
 				// its CAS tells the value.) A key at home needs no entry.
-				c.cache.remember(key, h, cached{slot: b})
+				c.cache.remember(h, cached{slot: b})
 			}
 			return found{slot: b, ptr: ptr, n: n, exists: true, value: v}, nil
 		}

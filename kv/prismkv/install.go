@@ -52,7 +52,7 @@ func (c *Client) install(ctx context.Context, key, value []byte, del bool) error
 	seg := segment(int(h % uint64(c.nslots)))
 	ch := change{n: n, del: del, check: key, seg: -1}
 	known := false
-	if e, ok := c.cache.lookup(key, h); ok {
+	if e, ok := c.cache.lookup(h); ok {
 		ch.slot, ch.oldP, ch.oldN, known = e.slot, e.ptr, e.n, true // skip the lookup: a wrong guess fails the CAS, which tells the truth
 		c.hits.Add(1)
 	}
@@ -102,7 +102,7 @@ func (c *Client) install(ctx context.Context, key, value []byte, del bool) error
 		ch.seg = -1
 		if !r.keyOK || r.curP == c.empty || r.curP == c.free {
 			// The slot no longer holds this key: look again.
-			c.cache.forget(key, h)
+			c.cache.forget(h)
 			known = false
 			continue
 		}
@@ -115,9 +115,9 @@ func (c *Client) install(ctx context.Context, key, value []byte, del bool) error
 // new value, the replaced item goes back to the node, s is released.
 func (c *Client) took(s remote.Slot, key []byte, h uint64, ch change, r changed) {
 	if ch.del {
-		c.cache.forget(key, h)
+		c.cache.forget(h)
 	} else {
-		c.cache.remember(key, h, cached{slot: ch.slot, ptr: r.newP, n: uint64(ch.n)})
+		c.cache.remember(h, cached{slot: ch.slot, ptr: r.newP, n: uint64(ch.n)})
 	}
 	if ch.oldP != c.empty && ch.oldP != c.free {
 		c.giveBack(ch.oldP, ch.oldN)

@@ -41,6 +41,13 @@ type ClientConfig struct {
 	// throttling. The connection given to NewClient then carries only the
 	// RPCs. Nil: the lists go on that connection too.
 	Runtime *smart.Runtime
+	// SlotConns, when set (instead of Runtime), are connections of the
+	// client's slots, one slot each (Slots is then one fewer: a slot is
+	// the client's own): a slot's lists go on its own QP, and its caller
+	// polls its own CQ — per-task QPs, the limit of Smart's per-thread
+	// ones. Over shm a GET then completes on its task's goroutine. The
+	// client owns them from then on (Close closes them).
+	SlotConns []SlotConn
 	// Lease is how long a subtable's split lock, the directory lock or a
 	// subtable's writer count may stay unchanged before other clients
 	// presume their holder dead and take over (default 1 s; every client
@@ -48,6 +55,12 @@ type ClientConfig struct {
 	// documentation.
 	Lease time.Duration
 }
+
+// SlotConn is a client slot's own connection to the node
+// (ClientConfig.SlotConns): a connected RC QP that only the slot posts on,
+// whose completions alone go to CQ (both may be SingleThreaded), and
+// Close, which releases them.
+type SlotConn = remote.SlotConn
 
 // Client is a RACE hashing client: every operation is one-sided. It
 // implements kv.Store.
@@ -119,11 +132,31 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 	if cfg.Lease <= 0 {
 		cfg.Lease = time.Second
 	}
+	if len(cfg.SlotConns) > 0 {
+		if cfg.Runtime != nil {
+			remote.CloseSlotConns(cfg.SlotConns)
+			return nil, fmt.Errorf("%w: race: both a runtime and slot connections", verbs.ErrInvalidArg)
+		}
+		cfg.Slots = len(cfg.SlotConns) - 1
+	}
 	c := &Client{cfg: cfg, id: rand.Uint64() | 1, free: map[int][]uint64{}, seen: map[uint64]sighting{}}
 	if cfg.Backoff != nil {
 		c.bo = smart.NewBackoff(*cfg.Backoff)
 	}
-	if cfg.Runtime != nil {
+	if len(cfg.SlotConns) > 0 {
+		rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll})
+		if err != nil {
+			remote.CloseSlotConns(cfg.SlotConns)
+			return nil, fmt.Errorf("race: %w", err)
+		}
+		ops, err := remote.NewSolo(pd, cfg.SlotConns, opBuf, cfg.Poll, rc)
+		if err != nil {
+			remote.CloseSlotConns(cfg.SlotConns)
+			rc.Close()
+			return nil, fmt.Errorf("race: %w", err)
+		}
+		c.rpc, c.ops = rc, ops
+	} else if cfg.Runtime != nil {
 		rc, err := rpc.NewClient(pd, qp, cq, rpc.ClientConfig{MaxMessage: rpc.MinMessage, Slots: 4, Poll: cfg.Poll})
 		if err != nil {
 			return nil, fmt.Errorf("race: %w", err)

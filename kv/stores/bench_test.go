@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -68,13 +69,15 @@ func BenchmarkStore(b *testing.B) {
 // BenchmarkGetTasks measures GETs of PRISM-KV and Smart-HT from 8 and 32
 // goroutines sharing one client, on shm (KVBENCH_SCHEME overrides), and
 // reports the process's CPU time per GET (cpu-ns/op): over shm the
-// client's CPU is what bounds a GET's throughput.
+// client's CPU is what bounds a GET's throughput. …/slot-qps gives each
+// slot its own QP and CQ (kv-peers' shm rows; Smart-HT without its
+// runtime then).
 func BenchmarkGetTasks(b *testing.B) {
 	scheme := os.Getenv("KVBENCH_SCHEME")
 	if scheme == "" {
 		scheme = "shm"
 	}
-	for _, design := range []string{"prism-kv", "smart-ht"} {
+	for _, design := range []string{"prism-kv", "prism-kv/slot-qps", "smart-ht", "smart-ht/slot-qps"} {
 		b.Run(design, func(b *testing.B) {
 			c := benchClientOn(b, scheme, design, 64) // as kv-peers runs them
 			ctx := context.Background()
@@ -126,19 +129,27 @@ func benchClient(b testing.TB, design string) stores.Client {
 
 // benchClientOn is benchClient on a bed of scheme; slots > 0 runs that
 // many operations in flight at once, polling and with Smart-HT's runtime
-// as kv-peers does.
+// as kv-peers does. Designs …/slot-qps have a connection per slot
+// (ClientOptions.SlotConnect; Smart-HT without its runtime).
 func benchClientOn(b testing.TB, scheme, design string, slots int) stores.Client {
 	bed := kvtest.NewBed(b, scheme)
+	var o stores.ClientOptions
+	if d, ok := strings.CutSuffix(design, "/slot-qps"); ok {
+		design, o.SlotConnect = d, bed.SlotConnect(b)
+	}
 	srv, err := stores.NewServer(design, bed.NodePD, 4096, 64)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { srv.Close() })
-	o := stores.ClientOptions{Slots: slots}
+	o.Slots = slots
 	if slots > 0 {
 		o.Poll = verbs.PollEvent // as kv-peers' clients poll
 	}
-	if design == "smart-ht" {
+	if design == "smart-ht" && o.SlotConnect != nil {
+		o.Cache = race.NewSlotCache(0)
+	}
+	if design == "smart-ht" && o.SlotConnect == nil {
 		ncq, err := bed.Node.CreateCQ(1024)
 		if err != nil {
 			b.Fatal(err)

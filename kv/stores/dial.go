@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rdmakit/rdmakit/cm"
 	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/prismkv"
 	"github.com/rdmakit/rdmakit/kv/race"
 	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/smart"
@@ -32,7 +34,19 @@ type DialConfig struct {
 	// Options are every client's options; Cache and Runtime are filled
 	// in for Smart-HT.
 	Options ClientOptions
+	// SlotQPs gives each slot of a PRISM-KV or Smart-HT client a
+	// connection of its own (Options.SlotConnect, dialed here): a
+	// SingleThreaded QP and CQ that only the slot's caller uses (Smart-HT
+	// then runs without the smart runtime: per-task QPs instead of
+	// per-worker ones, and nothing to throttle). Meant for a shm device,
+	// where a GET then completes on its caller's goroutine; every slot is
+	// one more connection the node serves.
+	SlotQPs bool
 }
+
+// slotCap is the queue sizes of a slot's own connection: its longest list
+// (a batch of 64 returned buffers, then one WRITE each) and no RPCs.
+var slotCap = verbs.QPCap{MaxSendWR: 160, MaxRecvWR: 1, MaxInlineData: verbs.DefaultMaxInlineData}
 
 // Remote is a process's clients of a store node in another process: its
 // device, the clients' connections and, for Smart-HT, the runtime whose
@@ -46,6 +60,7 @@ type Remote struct {
 	rt    *smart.Runtime
 	mu    sync.Mutex // conns, also appended by the runtime's connects
 	conns []*cm.Conn
+	slots atomic.Int64 // slot connections dialed (SlotQPs), owned by the clients
 }
 
 // Dial opens a device and c.Clients client connections of c.Design to
@@ -79,22 +94,48 @@ func Dial(ctx context.Context, c DialConfig) (*Remote, error) {
 		return nil, err
 	}
 	hello := memnode.Hello{Service: c.Design, Token: c.Token}.Marshal()
-	dial := func(ctx context.Context, cq verbs.CQ) (*cm.Conn, error) {
-		conn, err := cm.Dial(ctx, dev, c.Node, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: QPCap, Access: verbs.AccessAll,
-			MinRNRTimer: ClientMinRNR, RNRRetry: ClientRNRRetry, PrivateData: hello})
+	dialCap := func(ctx context.Context, cq verbs.CQ, qc verbs.QPCap, single bool) (*cm.Conn, error) {
+		conn, err := cm.Dial(ctx, dev, c.Node, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: qc, Access: verbs.AccessAll,
+			MinRNRTimer: ClientMinRNR, RNRRetry: ClientRNRRetry, Timeout: ClientTimeout, PrivateData: hello, SingleThreaded: single})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", kv.ErrUnreachable, err)
 		}
-		r.mu.Lock()
-		r.conns = append(r.conns, conn)
-		r.mu.Unlock()
 		return conn, nil
 	}
-	o := c.Options
-	if c.Design == "smart-ht" {
-		if o.Cache == nil {
-			o.Cache = race.NewSlotCache(0)
+	dial := func(ctx context.Context, cq verbs.CQ) (*cm.Conn, error) {
+		conn, err := dialCap(ctx, cq, QPCap, false)
+		if err == nil {
+			r.mu.Lock()
+			r.conns = append(r.conns, conn)
+			r.mu.Unlock()
 		}
+		return conn, err
+	}
+	o := c.Options
+	slotQPs := c.SlotQPs && (c.Design == "prism-kv" || c.Design == "smart-ht")
+	if slotQPs {
+		o.SlotConnect = func(ctx context.Context) (prismkv.SlotConn, error) {
+			// The client closes it, before Close closes the device.
+			cq, err := verbs.CreateCQEx(dev, verbs.CQInitAttr{Depth: 2 * slotCap.MaxSendWR, SingleThreaded: true})
+			if err != nil {
+				return prismkv.SlotConn{}, err
+			}
+			conn, err := dialCap(ctx, cq, slotCap, true)
+			if err != nil {
+				cq.Destroy()
+				return prismkv.SlotConn{}, err
+			}
+			r.slots.Add(1)
+			return prismkv.SlotConn{QP: conn.QP(), CQ: cq, Close: func() {
+				conn.Close()
+				cq.Destroy()
+			}}, nil
+		}
+	}
+	if c.Design == "smart-ht" && o.Cache == nil {
+		o.Cache = race.NewSlotCache(0)
+	}
+	if c.Design == "smart-ht" && !slotQPs {
 		// The workers' QPs: more connections to the node, carrying only
 		// one-sided requests.
 		connect := func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
@@ -138,6 +179,14 @@ func (r *Remote) RoundTrips() uint64 {
 		t += c.RoundTrips()
 	}
 	return t
+}
+
+// Connections is how many connections to the node Dial opened: the
+// clients', the runtime's workers' and the slots' own.
+func (r *Remote) Connections() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.conns) + int(r.slots.Load())
 }
 
 // Close closes the clients, the runtime, the connections and the device.

@@ -6,12 +6,13 @@ import (
 	"testing"
 )
 
-// TestGetAllocatesNothing guards the GET path of PRISM-KV and Smart-HT
-// (a speculative hit through its slot cache): a GET that finds its key
+// TestGetAllocatesNothing guards the GET path of PRISM-KV and Smart-HT (a
+// speculative hit through its slot cache), on the shared connection (or
+// Smart-HT's runtime) and on the slots' own: a GET that finds its key
 // allocates nothing, client and node together. Each allocation costs the
 // client CPU a GET over shm is bounded by.
 func TestGetAllocatesNothing(t *testing.T) {
-	for _, design := range []string{"prism-kv", "smart-ht"} {
+	for _, design := range []string{"prism-kv", "prism-kv/slot-qps", "smart-ht", "smart-ht/slot-qps"} {
 		t.Run(design, func(t *testing.T) {
 			c := benchClientOn(t, "loop", design, 0)
 			ctx := context.Background()

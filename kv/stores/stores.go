@@ -4,12 +4,14 @@
 package stores
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
 	"time"
 
 	"github.com/rdmakit/rdmakit/kv"
+	"github.com/rdmakit/rdmakit/kv/internal/remote"
 	"github.com/rdmakit/rdmakit/kv/pilaf"
 	"github.com/rdmakit/rdmakit/kv/prismkv"
 	"github.com/rdmakit/rdmakit/kv/race"
@@ -91,6 +93,12 @@ type ClientOptions struct {
 	// (NewRuntime; shared by the clients of a process). Nil: they go on
 	// the client's own connection.
 	Runtime *smart.Runtime
+	// SlotConnect, for PRISM-KV and, without a Runtime, Smart-HT, gives
+	// each of the client's slots a connection of its own to the node
+	// (prismkv and race ClientConfig.SlotConns): over shm a GET then
+	// completes on its caller's goroutine. Nil: the slots share the
+	// client's connection (or Smart-HT's runtime).
+	SlotConnect func(ctx context.Context) (prismkv.SlotConn, error)
 }
 
 // NewRuntime starts the smart runtime that the Smart-HT clients of a
@@ -117,7 +125,12 @@ func NewClient(ctx context.Context, design string, pd verbs.PD, qp verbs.QP, cq 
 	case "pilaf":
 		return pilaf.NewClient(ctx, pd, qp, cq, pilaf.ClientConfig{Poll: o.Poll, Slots: o.Slots})
 	case "prism-kv":
-		return prismkv.NewClient(ctx, pd, qp, cq, prismkv.ClientConfig{Poll: o.Poll, Slots: o.Slots})
+		cfg := prismkv.ClientConfig{Poll: o.Poll, Slots: o.Slots}
+		var err error
+		if cfg.SlotConns, err = slotConns(ctx, o, cmp.Or(o.Slots, 16)); err != nil {
+			return nil, err
+		}
+		return prismkv.NewClient(ctx, pd, qp, cq, cfg)
 	case "race":
 		return race.NewClient(ctx, pd, qp, cq, race.ClientConfig{Poll: o.Poll, Slots: o.Slots})
 	case "smart-ht":
@@ -125,10 +138,34 @@ func NewClient(ctx context.Context, design string, pd verbs.PD, qp verbs.QP, cq 
 		if cache == nil {
 			cache = race.NewSlotCache(0)
 		}
-		return race.NewClient(ctx, pd, qp, cq, race.ClientConfig{Poll: o.Poll, Slots: o.Slots, Cache: cache,
-			Backoff: &smart.BackoffConfig{Dynamic: true}, Runtime: o.Runtime})
+		cfg := race.ClientConfig{Poll: o.Poll, Slots: o.Slots, Cache: cache, Backoff: &smart.BackoffConfig{Dynamic: true}, Runtime: o.Runtime}
+		if o.Runtime == nil {
+			var err error
+			if cfg.SlotConns, err = slotConns(ctx, o, cmp.Or(o.Slots, 16)+1); err != nil { // one for the client itself
+				return nil, err
+			}
+		}
+		return race.NewClient(ctx, pd, qp, cq, cfg)
 	}
 	return nil, fmt.Errorf("%w: no store design %q (want one of %v)", verbs.ErrInvalidArg, design, Designs)
+}
+
+// slotConns makes n slot connections with o.SlotConnect (none without
+// it), closing those made when one fails.
+func slotConns(ctx context.Context, o ClientOptions, n int) ([]remote.SlotConn, error) {
+	if o.SlotConnect == nil {
+		return nil, nil
+	}
+	var scs []remote.SlotConn
+	for range n {
+		sc, err := o.SlotConnect(ctx)
+		if err != nil {
+			remote.CloseSlotConns(scs)
+			return nil, err
+		}
+		scs = append(scs, sc)
+	}
+	return scs, nil
 }
 
 // QPCap is the queue sizes a client's connection needs (both ends).
@@ -160,7 +197,7 @@ const (
 	ClientRNRRetry = 6
 )
 
-// ClientTimeout is a store client's retry timeout (ConnectClient, and the
+// ClientTimeout is a store client's retry timeout (ConnectClient, Dial and the
 // kv CLI's dials): a node that does not answer for 8 of them (2 s) fails
 // the connection. The verbs default (64 ms, half a second in all) is an
 // RDMA NIC's; a soft NIC on a loaded machine can be descheduled longer
