@@ -167,9 +167,14 @@ func (d *device) serve(c net.Conn) {
 	base := make([]byte, 0, maxOut+4<<10)
 	s := &session{c: c, out: base, base: base, hold: newHold(d.budget), timeout: 5 * d.opts.keepalive}
 	defer s.hold.close()
-	if raw, err := newRawReader(c); err == nil {
+	// With spin=0 the connection is read as any net.Conn is: a read that
+	// finds nothing parks the goroutine in the runtime's poller, and the
+	// next read follows the wake-up. A spinReader would look at the socket
+	// once more (poll(2)) before parking: one system call more per frame
+	// batch, for a peer that is answered the same.
+	if raw, err := newRawReader(c); err == nil && d.opts.spin > 0 {
 		fr.r = &spinReader{raw: raw, spin: d.opts.spin, waiting: d.awaiting}
-	} // else: a wrapped connection (tests) is read with blocking reads
+	} // else: blocking reads (and a wrapped connection in tests)
 	sess := d.node.NewSession(peer, h.address)
 	defer sess.Close()
 	var req nic.Request
