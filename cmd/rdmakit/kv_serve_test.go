@@ -328,3 +328,28 @@ func TestKVServeMetrics(t *testing.T) {
 		})
 	}
 }
+
+// TestKVServeProcs: --procs sets the node's GOMAXPROCS while it serves
+// (and restores it after, for a node run in-process); a negative value is
+// refused.
+func TestKVServeProcs(t *testing.T) {
+	if _, errs, code := execute(t, "kv", "serve", "--listen", "127.0.0.1:0", "--procs", "-1"); code == 0 || !strings.Contains(errs, "--procs -1") {
+		t.Errorf("--procs -1: exit %d: %s", code, errs)
+	}
+	before := runtime.GOMAXPROCS(0)
+	t.Run("serve", func(t *testing.T) {
+		addr := startKVServe(t, "--store", "prism-kv", "--device", "tcp://127.0.0.1:0?spin=0s", "--procs", "1")
+		if n := runtime.GOMAXPROCS(0); n != 1 {
+			t.Errorf("GOMAXPROCS %d while serving, want 1", n)
+		}
+		for _, args := range [][]string{{"put", "a", "1"}, {"get", "a"}} {
+			out, errs, code := execute(t, append([]string{"kv"}, append(args, "--node", addr, "--timeout", "5s")...)...)
+			if code != 0 || (args[0] == "get" && out != "1\n") {
+				t.Errorf("%v: exit %d: %s%s", args, code, out, errs)
+			}
+		}
+	})
+	if n := runtime.GOMAXPROCS(0); n != before {
+		t.Errorf("GOMAXPROCS %d after the node stopped, want %d", n, before)
+	}
+}
