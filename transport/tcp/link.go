@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"runtime"
@@ -22,6 +23,7 @@ type link struct {
 	dev     *device
 	address string // the peer's device address
 	conn    net.Conn
+	w       io.Writer // a quietConn on conn's socket; nil: conn (tests)
 
 	mu      sync.Mutex
 	cond    sync.Cond
@@ -129,6 +131,9 @@ func dial(d *device, address, hostport string) (*link, error) {
 	fr.r = raw
 	l := &link{dev: d, address: address, conn: c, done: make(chan struct{}), raw: raw, fr: fr,
 		released: make(chan struct{}, 1)}
+	if q, err := newQuietConn(c); err == nil {
+		l.w = q
+	}
 	l.cond.L = &l.mu
 	l.lastRecv.Store(time.Now().UnixNano())
 	go l.read()
@@ -259,9 +264,13 @@ const writeChunk = 256 << 10
 // socket buffers only a few chunks for a peer that does not read, so a
 // stopped peer stops this progress soon.
 func (l *link) write(buf []byte) error {
+	var w io.Writer = l.conn
+	if l.w != nil {
+		w = l.w
+	}
 	for len(buf) > 0 {
 		k := min(len(buf), writeChunk)
-		if _, err := l.conn.Write(buf[:k]); err != nil {
+		if _, err := w.Write(buf[:k]); err != nil {
 			return err
 		}
 		if k == writeChunk {

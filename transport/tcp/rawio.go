@@ -46,7 +46,7 @@ func newRawReader(c net.Conn) (*rawReader, error) {
 
 func (r *rawReader) read(fd uintptr) {
 	for {
-		n, err := unix.Read(int(fd), r.p)
+		n, err := rawRead(int(fd), r.p) // quietio.go
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -91,7 +91,7 @@ func (r *rawReader) wait(fd uintptr) bool {
 	r.waited = true
 	r.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 	for {
-		n, err := unix.Poll(r.pfd[:], 0)
+		n, err := rawPollNow(r.pfd[:]) // quietio.go
 		if err == unix.EINTR {
 			continue
 		}

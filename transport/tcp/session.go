@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -42,6 +43,7 @@ func (d *device) accept() {
 // coalescing the answers to everything it found buffered into one write.
 type session struct {
 	c   net.Conn
+	w   io.Writer // c, or a quietConn on c's socket
 	out []byte
 	// base is out's own buffer. Only a READ reply too large for it
 	// replaces out with a larger buffer, its capacity reserved from the
@@ -103,7 +105,7 @@ func (s *session) flush() {
 			s.c.SetWriteDeadline(now.Add(s.timeout))
 		}
 		k := min(len(b), writeChunk)
-		_, s.err = s.c.Write(b[:k])
+		_, s.err = s.w.Write(b[:k])
 		b = b[k:]
 	}
 	if cap(s.out) > cap(s.base) {
@@ -165,16 +167,20 @@ func (d *device) serve(c net.Conn) {
 	fr.limit(d.budget, 5*d.opts.keepalive, c.SetReadDeadline)
 	defer fr.free()
 	base := make([]byte, 0, maxOut+4<<10)
-	s := &session{c: c, out: base, base: base, hold: newHold(d.budget), timeout: 5 * d.opts.keepalive}
+	s := &session{c: c, w: c, out: base, base: base, hold: newHold(d.budget), timeout: 5 * d.opts.keepalive}
 	defer s.hold.close()
 	// With spin=0 the connection is read as any net.Conn is: a read that
 	// finds nothing parks the goroutine in the runtime's poller, and the
 	// next read follows the wake-up. A spinReader would look at the socket
 	// once more (poll(2)) before parking: one system call more per frame
-	// batch, for a peer that is answered the same.
-	if raw, err := newRawReader(c); err == nil && d.opts.spin > 0 {
-		fr.r = &spinReader{raw: raw, spin: d.opts.spin, waiting: d.awaiting}
-	} // else: blocking reads (and a wrapped connection in tests)
+	// batch, for a peer that is answered the same. Reads and writes are
+	// raw system calls (quietio.go).
+	if q, err := newQuietConn(c); err == nil {
+		s.w, fr.r = q, q
+		if raw, err := newRawReader(c); err == nil && d.opts.spin > 0 {
+			fr.r = &spinReader{raw: raw, spin: d.opts.spin, waiting: d.awaiting}
+		}
+	} // else: a wrapped connection (tests), read and written as it is
 	sess := d.node.NewSession(peer, h.address)
 	defer sess.Close()
 	var req nic.Request
