@@ -38,7 +38,14 @@ func (r *recvQueue) post(wrs []verbs.RecvWR) error {
 			return &verbs.PostError{Index: i, Err: err}
 		}
 		if r.tail-r.head >= uint64(len(r.ids)) && r.dep != nil {
-			r.head = r.dep.area.Consumed(r.head, r.tail) // deposits may have consumed some
+			// Deposits may have consumed some. Under the area's lock: a
+			// depositor publishes a receive's completion before it records
+			// the receive consumed, both under that lock, so a receive
+			// whose completion was already polled (and is being posted
+			// again) may not be recorded yet until the depositor lets go.
+			r.dep.area.Lock()
+			r.head = r.dep.area.Consumed(r.head, r.tail)
+			r.dep.area.Unlock()
 		}
 		if r.tail-r.head >= uint64(len(r.ids)) {
 			return &verbs.PostError{Index: i, Err: verbs.ErrQueueFull}

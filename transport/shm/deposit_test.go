@@ -3,6 +3,7 @@ package shm_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -182,5 +183,54 @@ func TestDepositWakesWaiter(t *testing.T) {
 	}
 	if n := sendsServed(t, rcv.dev); n != 0 {
 		t.Errorf("the receiver served %d SENDs from its rings, want 0", n)
+	}
+}
+
+// TestRepostAfterDepositedCompletion: a receive whose deposited completion
+// was polled can be posted again at once, even while its depositor has
+// not yet recorded the receive consumed (it publishes the completion
+// first, both under the area's lock): PostRecv on a full queue waits for
+// the depositor instead of failing with ErrQueueFull.
+func TestRepostAfterDepositedCompletion(t *testing.T) {
+	snd, rcv := depositPair(t, "")
+	// Fill the receive queue.
+	posted := 0
+	for ; ; posted++ {
+		err := rcv.qp.PostRecv([]verbs.RecvWR{{ID: uint64(posted), SGL: rcv.local(uint64(posted%64)*64, 64)}})
+		if errors.Is(err, verbs.ErrQueueFull) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if posted < 2 {
+		t.Fatalf("only %d receives fit", posted)
+	}
+	// The first SEND is deposited whole; the second stops with its
+	// completion published and its receive not yet recorded consumed.
+	held, release := shm.HoldDeposit(2, 2)
+	send := func() {
+		if err := snd.qp.PostSend([]verbs.SendWR{{ID: 7, Opcode: verbs.OpSend, SGL: snd.local(0, 8)}}); err != nil {
+			t.Error(err)
+		}
+	}
+	send()
+	go send()
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatal("the second SEND was not deposited")
+	}
+	time.AfterFunc(50*time.Millisecond, release)
+	for i := 0; i < 2; i++ {
+		wc := rcv.recvWC(t)
+		if wc.Status != verbs.StatusSuccess {
+			t.Fatalf("receive %d: %v", i, wc.Status)
+		}
+		if err := rcv.qp.PostRecv([]verbs.RecvWR{{ID: wc.ID, SGL: rcv.local(wc.ID%64*64, 64)}}); err != nil {
+			t.Fatalf("posting receive %d again after its completion: %v", wc.ID, err)
+		}
 	}
 }

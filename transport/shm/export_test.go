@@ -99,3 +99,24 @@ func StallDeposits(stage int) {
 		}
 	}
 }
+
+// HoldDeposit makes the nth deposit of this process from now on (1 for
+// the next) stop at stage until release is called; held is closed when it
+// got there. Other deposits run as usual. Deposits must not run
+// concurrently (the test posts from one goroutine).
+func HoldDeposit(stage, nth int) (held <-chan struct{}, release func()) {
+	h, r := make(chan struct{}), make(chan struct{})
+	var started atomic.Int64
+	var this atomic.Bool
+	depositStall = func(s int) {
+		if s == 1 {
+			this.Store(started.Add(1) == int64(nth))
+		}
+		if s == stage && this.Load() {
+			this.Store(false)
+			close(h)
+			<-r
+		}
+	}
+	return h, func() { close(r) }
+}
