@@ -17,6 +17,10 @@ import (
 // complete as the responses arrive.
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	q.mu.lockPoster()
+	if len(wrs) == 1 && q.postFast(&wrs[0]) {
+		q.pumpAndUnlock()
+		return nil
+	}
 	err := q.postLocked(wrs)
 	if q.conn.destLink != nil && q.typ == verbs.RC && q.send.sq.len() > 0 {
 		// (An empty queue has nothing to transmit: the direct path
