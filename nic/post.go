@@ -18,7 +18,11 @@ import (
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	q.mu.lockPoster()
 	if len(wrs) == 1 && q.postFast(&wrs[0]) {
-		q.pumpAndUnlock()
+		if len(q.link.flushing) == 0 && !q.retx.full { // pumpAndUnlock's test, without the call
+			q.mu.Unlock()
+		} else {
+			q.pumpAndUnlock()
+		}
 		return nil
 	}
 	err := q.postLocked(wrs)
