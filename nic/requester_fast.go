@@ -38,7 +38,7 @@ import (
 // (Grant fills it), cached on the QP for its later direct requests while
 // the words it names keep their values.
 type Grant struct {
-	// RKey is the region's rkey; 0 (never a valid rkey) for no Grant.
+	// RKey is the region's rkey.
 	RKey uint32
 	// Region is the region as this process maps it (nic.Resolve's view).
 	Region Region
@@ -47,7 +47,7 @@ type Grant struct {
 	PD     uint32
 	Access verbs.Access
 	// State, Peer and Live point to the words in shared memory that
-	// vouch for the Grant (the responder QP's state word, its peer word,
+	// vouch for the Grant (State is nil for no Grant) (the responder QP's state word, its peer word,
 	// the region's live word); StateWant, PeerWant and LiveWant are their
 	// values when it was filled.
 	State, Peer, Live             *uint64
@@ -101,9 +101,9 @@ func (q *QP) postFast(wr *verbs.SendWR) bool {
 		return false
 	}
 	g := &q.fast.grant
-	if g.RKey != wr.RKey || !g.holds() {
+	if g.State == nil || g.RKey != wr.RKey || !g.holds() { // (no Grant: rkey 0 matches it)
 		if !q.conn.direct.Grant(q.qpn, q.conn.destQPN, wr.RKey, g) {
-			g.RKey = 0
+			*g = Grant{}
 			return false
 		}
 	}

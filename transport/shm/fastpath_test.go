@@ -141,9 +141,24 @@ func TestFastPathSeesResponderState(t *testing.T) {
 }
 
 // TestFastPathChecksEachRequest: what the cached regions allow is decided
-// per request — bounds, access, alignment — with the errors of the
-// general path.
+// per request — bounds, access, alignment, the rkey (0 included, which a
+// QP with nothing cached must not take for its empty cache) — with the
+// errors of the general path.
 func TestFastPathChecksEachRequest(t *testing.T) {
+	for _, cached := range []bool{false, true} {
+		for _, zero := range []bool{true, false} {
+			forBoth(t, func(t *testing.T, p *pair) {
+				if cached {
+					p.expect(t, "READ", p.wr(verbs.OpRead, 8), verbs.StatusSuccess)
+				}
+				wrs := p.wr(verbs.OpRead, 8)
+				if wrs[0].RKey++; zero {
+					wrs[0].RKey = 0
+				}
+				p.expect(t, "READ under a wrong rkey", wrs, verbs.StatusRemAccessErr)
+			})
+		}
+	}
 	forBoth(t, func(t *testing.T, p *pair) {
 		p.expect(t, "READ", p.wr(verbs.OpRead, 8), verbs.StatusSuccess)
 		wrs := p.wr(verbs.OpRead, 8)
