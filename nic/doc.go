@@ -70,6 +70,7 @@
 //	requester_link.go    toward another process over a Link: transmit, responses, land, Expire
 //	retransmit.go        the link requester's go-back-N state (retx), on its own
 //	requester_direct.go  toward mapped memory (DirectLink): READ, WRITE, atomics with no responder CPU
+//	requester_fast.go    its fast path: a lone plain READ, WRITE, CAS or FETCH_ADD, with per-QP caches (Grant)
 //	requester_deposit.go a SEND deposited into the responder's published receive queue (Depositor)
 //	chain.go             PRISM chaining (CONDITIONAL) and the flags a QP accepts
 //

@@ -17,6 +17,14 @@ import (
 // complete as the responses arrive.
 func (q *QP) PostSend(wrs []verbs.SendWR) error {
 	q.mu.lockPoster()
+	if len(wrs) == 1 && q.postFast(&wrs[0]) {
+		if len(q.link.flushing) == 0 && !q.retx.full { // pumpAndUnlock's test, without the call
+			q.mu.Unlock()
+		} else {
+			q.pumpAndUnlock()
+		}
+		return nil
+	}
 	err := q.postLocked(wrs)
 	if q.conn.destLink != nil && q.typ == verbs.RC && q.send.sq.len() > 0 {
 		// (An empty queue has nothing to transmit: the direct path

@@ -41,6 +41,7 @@ type QP struct {
 	recv qpRecv
 	resp qpResp
 	exec qpExec
+	fast qpFast // the direct fast path's caches (requester_fast.go)
 }
 
 // qpConn is the QP's connection: where its requests go. Guarded by mu.
@@ -343,6 +344,7 @@ func (q *QP) resetLocked() {
 // setDest records the RC peer, local or remote.
 func (q *QP) setDest(t Target) {
 	q.conn.dest, q.conn.destNode, q.conn.destLink, q.conn.direct = t, nil, nil, nil
+	q.fast.grant = Grant{} // it vouches for the old connection only
 	switch d := t.(type) {
 	case *Node:
 		q.conn.destNode = d

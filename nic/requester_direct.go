@@ -23,6 +23,15 @@ type DirectLink interface {
 	// request then goes over the link. The bytes stay mapped at least
 	// until the caller releases the QP's lock (see Node.Quiesce).
 	Remote(src, qpn, rkey uint32, addr, n uint64, need verbs.Access) (mem []byte, st verbs.Status, ok bool)
+	// Grant fills g with the region of rkey for the requests of this
+	// node's QP src to the responder's QP qpn, when Remote would admit
+	// them now (the link is up, the responder QP is connected to src and
+	// receives, the region is mapped here and registered) but for the
+	// access and bounds of each request, which the caller decides with
+	// Resolve. It reports false, leaving g undefined, otherwise. g holds
+	// until one of the words it names changes, or until the link calls
+	// Node.Quiesce, before which the memory g names stays mapped.
+	Grant(src, qpn, rkey uint32, g *Grant) bool
 	// Locks returns the responder node's atomics locks.
 	Locks() AtomicLocks
 	// Enter and Exit bracket a PRISM operation run directly (an indirect
@@ -33,18 +42,20 @@ type DirectLink interface {
 }
 
 // Quiesce waits until no direct operation over l that started before the
-// call is still running: it takes and releases the lock of every RC QP
-// connected through l. A transport calls it, holding no QP lock, before it
-// unmaps memory it handed out from DirectLink.Remote.
+// call is still running, and drops the Grants of l the QPs cached: it
+// takes and releases the lock of every RC QP connected through l. A
+// transport calls it, holding no QP lock, before it unmaps memory it
+// handed out from DirectLink.Remote or DirectLink.Grant.
 func (n *Node) Quiesce(l Link) {
 	for _, q := range *n.qps.Load() {
 		if q.typ != verbs.RC {
 			continue
 		}
 		q.mu.Lock()
-		busy := q.conn.destLink == l // the wait is the point; the test keeps the section non-empty
+		if q.conn.destLink == l {
+			q.fast.grant = Grant{}
+		}
 		q.mu.Unlock()
-		_ = busy
 	}
 }
 

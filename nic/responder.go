@@ -1,6 +1,7 @@
 package nic
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 
 	"github.com/rdmakit/rdmakit/verbs"
@@ -375,4 +376,46 @@ func (mem *memory) loadArg(rkey uint32, arg, size uint64, a *verbs.AtomicArgs) v
 	}
 	m.release()
 	return verbs.StatusSuccess
+}
+
+// plainAccess is the access a plain READ, WRITE, CAS or FETCH_ADD needs
+// of the responder's memory (the direct fast path's requests,
+// requester_fast.go), or 0 for any other opcode.
+func plainAccess(op verbs.Opcode) verbs.Access {
+	switch op {
+	case verbs.OpRead:
+		return verbs.AccessRemoteRead
+	case verbs.OpWrite:
+		return verbs.AccessRemoteWrite
+	case verbs.OpAtomicCmpAndSwp, verbs.OpAtomicFetchAndAdd:
+		return verbs.AccessRemoteAtomic
+	}
+	return 0
+}
+
+// respondPlain executes a plain READ, WRITE, CAS or FETCH_ADD whose
+// target, the bytes mem of the responder's memory at addr, and whose one
+// local buffer buf the caller resolved (the direct fast path): the same
+// word rule and atomics unit as respond. It reports whether a CAS's
+// compare failed.
+func respondPlain(lk AtomicLocks, op verbs.Opcode, a *verbs.AtomicArgs, rkey uint32, addr uint64, mem, buf []byte) (failedCmp bool) {
+	switch op {
+	case verbs.OpRead:
+		if len(mem) == 8 {
+			binary.NativeEndian.PutUint64(buf, load8(mem))
+		} else {
+			copy(buf, mem)
+		}
+	case verbs.OpWrite:
+		if len(mem) == 8 {
+			store8(mem, binary.NativeEndian.Uint64(buf))
+		} else {
+			copy(mem, buf)
+		}
+	default:
+		var orig [4]uint64
+		failedCmp = !execAtomic(lk, op, a, rkey, addr, mem, &orig)
+		binary.NativeEndian.PutUint64(buf, orig[0])
+	}
+	return failedCmp
 }

@@ -303,13 +303,9 @@ func (l *link) Remote(src, qpn, rkey uint32, addr, n uint64, need verbs.Access) 
 	if !nic.Receiving(verbs.QPState(uint8(w >> 24))) {
 		return nil, verbs.StatusRetryExcErr, true
 	}
-	c := &l.cache[rkey%uint32(len(l.cache))]
-	m := c.Load()
-	if m == nil || m.rkey != rkey {
-		if m = (*l.maps.Load())[rkey]; m == nil {
-			return nil, 0, false // not mapped (yet): the device decides
-		}
-		c.Store(m) // a revoked mapping cached late still fails the live check below
+	m := l.mapped(rkey)
+	if m == nil {
+		return nil, 0, false // not mapped (yet): the device decides
 	}
 	r := &m.Region
 	if atomic.LoadUint64(l.peerSeg.mrLive(m.slot)) != m.live {
@@ -318,6 +314,46 @@ func (l *link) Remote(src, qpn, rkey uint32, addr, n uint64, need verbs.Access) 
 	// The device's rules, applied to the device's QP word and region entry.
 	b, st := nic.Resolve(r, uint32(uint16(w)), verbs.Access(uint8(w>>16)), addr, n, need)
 	return b, st, true
+}
+
+// mapped returns the mapping of the peer's region rkey, or nil.
+func (l *link) mapped(rkey uint32) *mapping {
+	c := &l.cache[rkey%uint32(len(l.cache))]
+	m := c.Load()
+	if m == nil || m.rkey != rkey {
+		if m = (*l.maps.Load())[rkey]; m == nil {
+			return nil
+		}
+		c.Store(m) // a revoked mapping cached late still fails the live check
+	}
+	return m
+}
+
+// Grant implements nic.DirectLink: what Remote checks on every request,
+// checked once, with the words that keep it true. Every mapping and the
+// peer's node segment are unmapped only after Node.Quiesce(l), which
+// drops the Grants.
+func (l *link) Grant(src, qpn, rkey uint32, g *nic.Grant) bool {
+	if l.dead.Load() {
+		return false
+	}
+	state, peer := l.peerSeg.qpWord(qpn), l.peerSeg.qpPeer(qpn)
+	w := atomic.LoadUint64(state)
+	if uint32(w>>32) != qpn || atomic.LoadUint64(peer) != packPeer(src, l.selfTag) ||
+		atomic.LoadUint64(state) != w || !nic.Receiving(verbs.QPState(uint8(w>>24))) {
+		return false
+	}
+	m := l.mapped(rkey)
+	if m == nil {
+		return false
+	}
+	live := l.peerSeg.mrLive(m.slot)
+	if atomic.LoadUint64(live) != m.live {
+		return false
+	}
+	*g = nic.Grant{RKey: rkey, Region: m.Region, PD: uint32(uint16(w)), Access: verbs.Access(uint8(w >> 16)),
+		State: state, Peer: peer, Live: live, StateWant: w, PeerWant: packPeer(src, l.selfTag), LiveWant: m.live}
+	return true
 }
 
 // Locks implements nic.DirectLink.
