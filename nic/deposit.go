@@ -233,9 +233,12 @@ func (n *Node) TakeDeposits() bool {
 	did := false
 	for _, r := range *n.areas.Load() {
 		d := r.dep
-		if !d.cmu.TryLock() {
-			continue // another goroutine is at it
-		}
+		// Wait for another taker rather than skip: the caller has cleared
+		// the transport's pending flag, and a completion deposited after
+		// the other taker's last look would otherwise wait, unseen, for
+		// the next deposit (an echo ping-pong under event polling stopped
+		// for good).
+		d.cmu.Lock()
 		if d.take(r) {
 			did = true
 		}
