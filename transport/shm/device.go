@@ -287,6 +287,13 @@ func (d *device) run() {
 				// It is about to block: take over now.
 				lastPolls = d.polls.Load()
 				lastWork = time.Now()
+			} else if d.drain() {
+				// Applications poll, yet none may be driving the rings: a
+				// poll that finds its own CQ non-empty does not, and a
+				// drain that found another goroutine at a ring skipped
+				// it. A look every ExpireEvery bounds what waits for
+				// them (a GET parked in CQ.Wait waited for good).
+				lastWork = time.Now()
 			}
 			continue
 		}

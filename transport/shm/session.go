@@ -49,6 +49,17 @@ type session struct {
 // poll serves the requests waiting in the ring, unless another goroutine
 // is at it. It reports whether it served any.
 func (s *session) poll() bool {
+	did := s.pollOnce()
+	// A request that came after this goroutine's last look and before it
+	// let go found the lock taken by whoever else tried: look again.
+	if s.rings.req.Pending() && s.pollOnce() {
+		did = true
+	}
+	return did
+}
+
+// pollOnce is one turn of poll.
+func (s *session) pollOnce() bool {
 	if s.closed.Load() || !s.rings.req.Pending() || !s.mu.TryLock() {
 		return false
 	}
