@@ -187,17 +187,6 @@ func (l *link) Progressed(d time.Duration) bool {
 // implicitly acknowledged ones, consumed (see inflight.go), unless another
 // goroutine is at it, and reports whether it completed any.
 func (l *link) poll() bool {
-	did := l.pollOnce()
-	// An answer that came after this goroutine's last look and before it
-	// let go found the lock taken by whoever else tried: look again.
-	if l.conn != nil && !l.dead.Load() && l.ready() && l.rings.resp.Pending() && l.pollOnce() {
-		did = true
-	}
-	return did
-}
-
-// pollOnce is one turn of poll.
-func (l *link) pollOnce() bool {
 	if l.conn == nil || l.dead.Load() || !l.ready() || !l.cmu.TryLock() {
 		return false
 	}
