@@ -316,11 +316,11 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 	// lists loses its connection after ~30 ms of refused ALLOCATEs
 	// (kv/prismkv's doc, Failures). The PUTs are idempotent: load again
 	// on a new connection, and say so in the notes.
-	// The load runs on a client whose slots share its connection: with a
-	// connection per slot, PRISM-KV's PUTs over shm outran the node's
-	// restocking of its free lists on the idle machine, and loading
-	// failed its attempts (4 of 5 runs). The measuring client is dialed
-	// after it.
+	// The tasks share the client's connection. A connection per slot
+	// (stores.DialConfig.SlotQPs) is not used: on the idle machine its
+	// GETs sometimes waited in CQ.Wait for good (PRISM-KV and Smart-HT
+	// over shm, an open defect), and its PUTs outran the node's
+	// restocking of PRISM-KV's free lists while loading.
 	var c *stores.Remote
 	for attempt := 1; ; attempt++ {
 		c, err = stores.Dial(ctx, stores.DialConfig{Design: design, Device: clientDev, Node: n.addr, Token: n.token, Clients: 1,
@@ -338,19 +338,6 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 			return fmt.Errorf("%s over %s: %w", design, transport, err)
 		}
 		k.retried = append(k.retried, fmt.Sprintf("%s over %s (%v)", design, transport, err))
-	}
-	if transport == "shm" {
-		// Over shm each PRISM-KV slot has its own QP and CQ: a GET
-		// completes on its task's goroutine (docs/kv.md, kv-peers).
-		// Smart-HT keeps its runtime: with a QP per slot a GET of its
-		// sometimes waited in CQ.Wait for good on the idle machine (an
-		// open defect of race.ClientConfig.SlotConns).
-		c.Close()
-		c, err = stores.Dial(ctx, stores.DialConfig{Design: design, Device: clientDev, Node: n.addr, Token: n.token, Clients: 1,
-			Options: stores.ClientOptions{Poll: kvPoll, Slots: 64}, SlotQPs: design == "prism-kv"})
-		if err != nil {
-			return fmt.Errorf("%s over %s: %w", design, transport, err)
-		}
 	}
 	k.cleanup = append(k.cleanup, c.Close)
 	s.conns = c.Connections()
