@@ -264,8 +264,17 @@ func (q *QP) completeLocked(wr *verbs.SendWR, seq uint64, st verbs.Status, n uin
 	if (st == verbs.StatusSuccess || st == verbs.StatusSkipped) && wr.Flags&verbs.FlagSignaled == 0 && !q.sigAll {
 		return
 	}
+	failed := st != verbs.StatusSuccess && st != verbs.StatusSkipped
+	entering := false
+	if failed && q.State() != verbs.StateError {
+		// ERROR before the completion is visible: a poller that takes it
+		// (without the CQ's lock, solo.go) and queries the QP sees ERROR.
+		q.state.Store(uint32(verbs.StateError))
+		q.published()
+		entering = true
+	}
 	ok := q.send.cq.pushSend(wr.ID, st, verbs.WCOpcodeOf(wr.Opcode), n, result, q, seq)
-	if (!ok || (st != verbs.StatusSuccess && st != verbs.StatusSkipped)) && q.State() != verbs.StateError {
+	if entering || (!ok && q.State() != verbs.StateError) {
 		q.errorLocked()
 	}
 }
