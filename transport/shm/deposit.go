@@ -71,16 +71,29 @@ func (l *link) Deposit(src, qpn uint32, op verbs.Opcode, flags verbs.SendFlags, 
 // after a dead holder; false when it stays held (the SEND then goes over
 // the ring: a device that keeps its own lock cannot stall the poster).
 func lockDepositor(lk *shmem.Lock, a []byte, me uint64) bool {
+	return lockArea(lk, a, me, 64, 20*time.Millisecond)
+}
+
+// lockPatient is the device's own lock of an area: it waits longer
+// (lockPatience) before it gives the area up.
+func lockPatient(lk *shmem.Lock, a []byte, me uint64) bool {
+	return lockArea(lk, a, me, 16, lockPatience)
+}
+
+// lockArea takes an area's lock: at once, after up to spins yields, or
+// within patience; a holder that died is replaced and the area repaired
+// from its journal. It reports false when the lock stayed held.
+func lockArea(lk *shmem.Lock, a []byte, me uint64, spins int, patience time.Duration) bool {
 	if lk.TryLockAs(me) {
 		return true
 	}
-	for i := 0; i < 64; i++ {
+	for i := 0; i < spins; i++ {
 		runtime.Gosched()
 		if lk.TryLockAs(me) {
 			return true
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	err := lk.Lock(ctx)
 	cancel()
 	switch {

@@ -1,10 +1,7 @@
 package shm
 
 import (
-	"context"
-	"errors"
 	"log/slog"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -97,30 +94,6 @@ func (r *recvArea) Lock() {
 
 // lockPatient takes an area's lock for the device, repairing the area
 // after a dead holder; false when a live process kept it for
-// lockPatience.
-func lockPatient(lk *shmem.Lock, a []byte, me uint64) bool {
-	if lk.TryLockAs(me) {
-		return true
-	}
-	for i := 0; i < 16; i++ {
-		runtime.Gosched()
-		if lk.TryLockAs(me) {
-			return true
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), lockPatience)
-	err := lk.Lock(ctx)
-	cancel()
-	switch {
-	case err == nil:
-		return true
-	case errors.Is(err, shmem.ErrOwnerDied):
-		repairArea(a)
-		return true
-	}
-	return false
-}
-
 // giveUp stops deposits into the area for good; it reports whether this
 // call did.
 func (r *recvArea) giveUp() bool {
