@@ -1,7 +1,6 @@
 package tcp
 
 import (
-	"errors"
 	"io"
 	"net"
 	"syscall"
@@ -79,11 +78,7 @@ type quietConn struct {
 // newQuietConn returns a quietConn for c, or an error when c has no file
 // descriptor (a wrapped connection in tests).
 func newQuietConn(c net.Conn) (*quietConn, error) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil, errors.New("tcp: connection has no raw file descriptor")
-	}
-	rc, err := sc.SyscallConn()
+	rc, err := rawConnOf(c)
 	if err != nil {
 		return nil, err
 	}

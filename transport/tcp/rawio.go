@@ -30,11 +30,7 @@ type rawReader struct {
 }
 
 func newRawReader(c net.Conn) (*rawReader, error) {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil, errors.New("tcp: connection has no raw file descriptor")
-	}
-	rc, err := sc.SyscallConn()
+	rc, err := rawConnOf(c)
 	if err != nil {
 		return nil, err
 	}
@@ -155,4 +151,14 @@ func (s *spinReader) Read(p []byte) (int, error) {
 			return n, err
 		}
 	}
+}
+
+// rawConnOf returns c's raw connection, or an error when c has no file
+// descriptor (a wrapped connection in tests).
+func rawConnOf(c net.Conn) (syscall.RawConn, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("tcp: connection has no raw file descriptor")
+	}
+	return sc.SyscallConn()
 }
