@@ -2,6 +2,7 @@ package shm_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 	"time"
 
@@ -209,4 +210,44 @@ func TestFastPathAfterPeerCloses(t *testing.T) {
 			t.Fatal("READ from a closed peer succeeded")
 		}
 	})
+}
+
+// TestFastPathTargetKilled: READs that run on the fast path against a
+// target process's memory, with its region cached on the QP, keep going
+// while the target is SIGKILLed: none crashes this process or hangs, and
+// once the death is seen they fail (the cache is dropped before the
+// mapping goes).
+func TestFastPathTargetKilled(t *testing.T) {
+	c := startChild(t, "target", "")
+	f := c.line(t, "target")
+	tAddr, tQPN, mrAddr, rkey := f[0], uint32(parseU(t, f[1])), parseU(t, f[2]), uint32(parseU(t, f[3]))
+	e := mustEndpoint(t, 4096)
+	if err := e.connect(tAddr, tQPN); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Say(fmt.Sprintf("%s %d", e.dev.Address(), e.qp.QPN())); err != nil {
+		t.Fatal(err)
+	}
+	c.line(t, "connected")
+	waitMapped(t, e.dev, tAddr, rkey)
+	read := verbs.SendWR{Opcode: verbs.OpRead, SGL: e.local(512, 8), RemoteAddr: mrAddr, RKey: rkey}
+	for i := 0; i < 100; i++ {
+		if wc := e.do(t, read); wc.Status != verbs.StatusSuccess {
+			t.Fatalf("READ %d before the kill: %v", i, wc.Status)
+		}
+	}
+	c.kill(t)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		st := e.do(t, read).Status
+		if st == verbs.StatusSuccess {
+			if time.Now().After(deadline) {
+				t.Fatal("READs of a killed target's memory still succeed after 10 s")
+			}
+			continue
+		}
+		if st != verbs.StatusRetryExcErr && st != verbs.StatusRemAccessErr && st != verbs.StatusWRFlushErr {
+			t.Fatalf("READ after the kill: %v, want RETRY_EXC_ERR (or REM_ACCESS_ERR)", st)
+		}
+		break
+	}
 }
