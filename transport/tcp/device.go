@@ -230,35 +230,6 @@ func (d *device) progress() {
 	}
 }
 
-// awaiting reports whether a link of this device has requests on the wire
-// awaiting their answers, posted less than awaitWindow ago (a count of
-// unanswered requests can stay above zero: requests a responder
-// discarded). Its sessions do not spin then: a message to
-// this node is then most likely the consequence of its own request — the
-// answer of a service that answers a SEND with a SEND, an echo — and
-// cannot come before that request's round trip, for which a spinning
-// session would hold a CPU that the peer needs to answer (on a loaded
-// 2-core machine, a client spinning that way made every echoed SEND
-// slower). A node that only answers (READs, or SENDs whose answers have
-// been acknowledged) spins as before.
-func (d *device) awaiting() bool {
-	links := d.links.Snapshot()
-	if len(links) == 0 {
-		return false
-	}
-	now := nanotime()
-	for _, l := range links {
-		if l.pending.Load() > 0 && now-l.flushed.Load() < awaitWindow {
-			return true
-		}
-	}
-	return false
-}
-
-// awaitWindow is how long after its last post a link's unanswered
-// requests count as awaited: many round trips, even on a loaded machine.
-const awaitWindow = int64(2 * time.Millisecond)
-
 // ResolveID implements nic.Network: the peer that sent a receive.
 func (d *device) ResolveID(id uint32) (nic.Target, error) {
 	a, err := d.peers.Address(id)

@@ -75,7 +75,6 @@ type link struct {
 	parked   atomic.Bool
 	released chan struct{}
 	pending  atomic.Int64 // requests appended and not yet answered
-	flushed  atomic.Int64 // when Flush was last called (nanotime; awaiting)
 	resp     nic.Response
 }
 
@@ -176,7 +175,6 @@ func (l *link) Append(r *nic.Request) error {
 // posters queued meanwhile); the others return at once. A caller waits
 // only while more than maxPending bytes are queued.
 func (l *link) Flush() error {
-	l.flushed.Store(nanotime())
 	for l.dev.blocked(l.address) {
 		// A fault holds the traffic: leave it queued (the fault's end
 		// flushes it) and hold the poster back only when the queue is full.

@@ -111,10 +111,6 @@ func (r *rawReader) wait(fd uintptr) bool {
 type spinReader struct {
 	raw  nbReader
 	spin time.Duration
-	// waiting, if set, says whether this process waits for answers on
-	// the connections it dialed; while it does, the reader does not spin
-	// (see awaiting).
-	waiting func() bool
 }
 
 // nbReader is what spinReader polls: a rawReader (or a test's stand-in).
@@ -132,7 +128,7 @@ func (s *spinReader) Read(p []byte) (int, error) {
 		if err != errAgain {
 			return n, err
 		}
-		if s.spin <= 0 || (s.waiting != nil && s.waiting()) {
+		if s.spin <= 0 {
 			break
 		}
 		if i == 0 {

@@ -178,7 +178,7 @@ func (d *device) serve(c net.Conn) {
 	if q, err := newQuietConn(c); err == nil {
 		s.w, fr.r = q, q
 		if raw, err := newRawReader(c); err == nil && d.opts.spin > 0 {
-			fr.r = &spinReader{raw: raw, spin: d.opts.spin, waiting: d.awaiting}
+			fr.r = &spinReader{raw: raw, spin: d.opts.spin}
 		}
 	} // else: a wrapped connection (tests), read and written as it is
 	sess := d.node.NewSession(peer, h.address)
