@@ -183,6 +183,27 @@ func healthy(ctx context.Context, hc *http.Client, endpoint string) bool {
 	return resp.StatusCode == http.StatusOK && strings.Contains(strings.ReplaceAll(string(body[:k]), " ", ""), `"health":"true"`)
 }
 
+// EtcdVersion returns the version the installed etcd prints, e.g.
+// "3.4.23".
+func EtcdVersion(ctx context.Context) (string, error) {
+	bin, err := lookPath("etcd", "etcd")
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, listenTimeout)
+	defer cancel()
+	out, err := runClient(ctx, bin, []string{"--version"}, childEnv([]string{"ETCD_"}))
+	if err != nil {
+		return "", fmt.Errorf("etcd --version: %w: %s", err, tail(out, 3))
+	}
+	for l := range strings.SplitSeq(string(out), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "etcd Version:"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("etcd --version printed no version: %s", tail(out, 3))
+}
+
 // Pids are the members' process ids, in member order (their CPU time is
 // in /proc/PID/stat).
 func (e *Etcd) Pids() []int {

@@ -51,10 +51,21 @@ func TestEtcdCluster(t *testing.T) {
 	assertNoChild(t, "etcd")
 }
 
+func TestEtcdVersion(t *testing.T) {
+	need(t, "etcd", "etcd")
+	v, err := EtcdVersion(t.Context())
+	if err != nil || !strings.HasPrefix(v, "3.") {
+		t.Errorf("EtcdVersion = %q, %v; want 3.x", v, err)
+	}
+}
+
 func TestEtcdNotInstalled(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	if _, err := StartEtcd(t.Context(), 3); !errors.Is(err, ErrNotInstalled) || !strings.Contains(err.Error(), "install-peers.sh etcd") {
 		t.Errorf("StartEtcd: %v, want ErrNotInstalled with a hint", err)
+	}
+	if _, err := EtcdVersion(t.Context()); !errors.Is(err, ErrNotInstalled) {
+		t.Errorf("EtcdVersion: %v, want ErrNotInstalled", err)
 	}
 }
 
