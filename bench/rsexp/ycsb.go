@@ -313,9 +313,13 @@ func (u *ycsbRun) rows(r *bench.Result) {
 				continue
 			}
 			rate := rs.med(p, kops)
-			lo, hi := math.Inf(1), math.Inf(-1)
-			for _, s := range rs.samples[p] {
-				lo, hi = min(lo, kops(s)), max(hi, kops(s))
+			spread := math.NaN() // none with one round
+			if len(rs.samples[p]) > 1 {
+				lo, hi := math.Inf(1), math.Inf(-1)
+				for _, s := range rs.samples[p] {
+					lo, hi = min(lo, kops(s)), max(hi, kops(s))
+				}
+				spread = 100 * (hi - lo) / rate
 			}
 			p50 := rs.med(p, func(s sample) float64 { return us(s.res.P50) })
 			var rateVs, p50Vs any
@@ -324,7 +328,7 @@ func (u *ycsbRun) rows(r *bench.Result) {
 				p50Vs = num(p50 / ref.med(p, func(s sample) float64 { return us(s.res.P50) }))
 			}
 			r.AddRow(rs.sys.name, rs.dep.transport, strings.ToUpper(p.workload), p.dist, p.clients,
-				rate, num(100*(hi-lo)/rate), p50, rs.med(p, func(s sample) float64 { return us(s.res.P99) }),
+				rate, num(spread), p50, rs.med(p, func(s sample) float64 { return us(s.res.P99) }),
 				positive(rs.med(p, func(s sample) float64 { return us(s.readP50) })),
 				positive(rs.med(p, func(s sample) float64 { return us(s.writeP50) })),
 				num(rs.med(p, func(s sample) float64 { return s.trips })),
