@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -178,9 +179,8 @@ func healthy(ctx context.Context, hc *http.Client, endpoint string) bool {
 		return false
 	}
 	defer resp.Body.Close()
-	var body [256]byte
-	k, _ := resp.Body.Read(body[:])
-	return resp.StatusCode == http.StatusOK && strings.Contains(strings.ReplaceAll(string(body[:k]), " ", ""), `"health":"true"`)
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	return err == nil && resp.StatusCode == http.StatusOK && strings.Contains(strings.ReplaceAll(string(body), " ", ""), `"health":"true"`)
 }
 
 // EtcdVersion returns the version the installed etcd prints, e.g.

@@ -137,6 +137,9 @@ func runYCSB(ctx context.Context, env *bench.Env, systems []system) (*bench.Resu
 		for _, p := range u.points {
 			for _, rs := range u.sys {
 				sm, err := u.measure(ctx, rs, p)
+				if err == nil {
+					err = ctx.Err() // a cut-short point is no figure
+				}
 				if err != nil {
 					return nil, err
 				}

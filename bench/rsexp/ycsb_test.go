@@ -263,3 +263,18 @@ func TestYCSBFailureStopsSystems(t *testing.T) {
 		t.Errorf("%d systems stopped, want 1", stopped.Load())
 	}
 }
+
+// A run whose context ends stops with that error, not with rows of the
+// points it cut short, and stops its systems.
+func TestYCSBCanceled(t *testing.T) {
+	var stopped atomic.Int32
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	r, err := runYCSB(ctx, quickEnv(), []system{memSystem("etcd", 0, true, &stopped), memSystem("other", 0, true, &stopped)})
+	if !errors.Is(err, context.DeadlineExceeded) || r != nil {
+		t.Errorf("run: %v, %v; want the context's error", r, err)
+	}
+	if stopped.Load() != 2 {
+		t.Errorf("%d systems stopped, want 2", stopped.Load())
+	}
+}
