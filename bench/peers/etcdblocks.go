@@ -58,7 +58,7 @@ func CreateEtcdBlocks(ctx context.Context, endpoints []string, prefix string, bl
 		Then(clientv3.OpPut(key, val)).Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		e.Close()
-		return nil, e.fail("create volume", err)
+		return nil, e.fail(ctx, "create volume", err)
 	}
 	if !resp.Succeeded {
 		got := resp.Responses[0].GetResponseRange().GetKvs()
@@ -86,7 +86,7 @@ func OpenEtcdBlocks(ctx context.Context, endpoints []string, prefix string) (*Et
 	resp, err := e.c.Get(ctx, e.prefix+"layout")
 	if err != nil {
 		e.Close()
-		return nil, e.fail("open volume", err)
+		return nil, e.fail(ctx, "open volume", err)
 	}
 	if len(resp.Kvs) == 0 {
 		e.Close()
@@ -138,7 +138,7 @@ func (e *EtcdBlocks) Read(ctx context.Context, id uint64, dst []byte) ([]byte, e
 	e.trips.Add(1)
 	resp, err := e.c.Get(ctx, e.key(id))
 	if err != nil {
-		return dst, e.fail(fmt.Sprintf("read block %d", id), err)
+		return dst, e.fail(ctx, fmt.Sprintf("read block %d", id), err)
 	}
 	if len(resp.Kvs) == 0 {
 		return append(dst, make([]byte, e.layout.BlockSize)...), nil
@@ -157,7 +157,7 @@ func (e *EtcdBlocks) Write(ctx context.Context, id uint64, data []byte) error {
 	}
 	e.trips.Add(1)
 	if _, err := e.c.Put(ctx, e.key(id), string(data)); err != nil {
-		return e.fail(fmt.Sprintf("write block %d", id), err)
+		return e.fail(ctx, fmt.Sprintf("write block %d", id), err)
 	}
 	return nil
 }
@@ -170,13 +170,14 @@ func (e *EtcdBlocks) check(id uint64, n int) error {
 }
 
 // fail wraps an etcd client error: blockstore.ErrClosed once closed,
-// blockstore.ErrNoQuorum when the cluster did not answer in time or has
-// no leader.
-func (e *EtcdBlocks) fail(op string, err error) error {
+// blockstore.ErrNoQuorum when the cluster did not answer before ctx
+// ended (a member may answer that its own wait for the others ran out
+// with a status of code Unknown) or has no leader.
+func (e *EtcdBlocks) fail(ctx context.Context, op string, err error) error {
 	switch {
 	case e.closed.Load() || (errors.Is(err, context.Canceled) && e.c.Ctx().Err() != nil):
 		return fmt.Errorf("%w: etcd %s: %w", blockstore.ErrClosed, op, err)
-	case etcdUnavailable(err):
+	case ctx.Err() != nil || etcdUnavailable(err):
 		return fmt.Errorf("%w: etcd %s: %w", blockstore.ErrNoQuorum, op, err)
 	}
 	return fmt.Errorf("etcd %s: %w", op, err)
