@@ -119,31 +119,8 @@ func runYCSB(ctx context.Context, env *bench.Env, systems []system) (*bench.Resu
 		}
 		bar.Add(1)
 	}
-	for _, w := range ycsbWorkloads {
-		for _, d := range keyDists {
-			y := u.base
-			y.Workload, y.Distribution = w, d
-			wl, err := y.Load(ctx, nil) // the workload alone: the blocks are loaded
-			if err != nil {
-				return nil, err
-			}
-			u.wls[[2]string{w, d}] = wl
-		}
-	}
-	for range rounds {
-		for _, p := range u.points {
-			for _, rs := range u.sys {
-				sm, err := u.measure(ctx, rs, p)
-				if err == nil {
-					err = ctx.Err() // a cut-short point is no figure
-				}
-				if err != nil {
-					return nil, err
-				}
-				rs.samples[p] = append(rs.samples[p], sm)
-				bar.Add(1)
-			}
-		}
+	if err := u.sweep(ctx, rounds, bar); err != nil {
+		return nil, err
 	}
 	r := &bench.Result{Name: "rs-ycsb", Title: "replicated block stores vs etcd (n = 3, 4 KiB blocks, YCSB over block ids)", Columns: columns}
 	u.rows(r)
@@ -160,6 +137,38 @@ func runYCSB(ctx context.Context, env *bench.Env, systems []system) (*bench.Resu
 	}
 	r.Meta.Transport = strings.Join(ts, "; ")
 	return r, nil
+}
+
+// sweep measures every running system at every point, rounds times,
+// the systems in turn at each point.
+func (u *ycsbRun) sweep(ctx context.Context, rounds int, bar *bench.Progress) error {
+	for _, w := range ycsbWorkloads {
+		for _, d := range keyDists {
+			y := u.base
+			y.Workload, y.Distribution = w, d
+			wl, err := y.Load(ctx, nil) // the workload alone: the blocks are loaded
+			if err != nil {
+				return err
+			}
+			u.wls[[2]string{w, d}] = wl
+		}
+	}
+	for range rounds {
+		for _, p := range u.points {
+			for _, rs := range u.sys {
+				sm, err := u.measure(ctx, rs, p)
+				if err == nil {
+					err = ctx.Err() // a cut-short point is no figure
+				}
+				if err != nil {
+					return err
+				}
+				rs.samples[p] = append(rs.samples[p], sm)
+				bar.Add(1)
+			}
+		}
+	}
+	return nil
 }
 
 // start brings up s, opens its clients and loads the volume; a system
