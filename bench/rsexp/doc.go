@@ -5,7 +5,9 @@
 // run, with etcd as the peer (bench/peers.StartEtcd,
 // bench/peers.EtcdBlocks), and reports throughput, p50, p99, read and
 // write medians, round trips and replica CPU per operation, and each
-// row's ratios to etcd's.
+// row's ratios to etcd's; a note compares every two other systems at 32
+// clients (the first listed against the second: rate, read and write
+// medians, replica CPU).
 //
 // A system is a name and a start function (system.go): start brings up
 // the replicas for the volume it is given and returns a deployment —

@@ -116,5 +116,52 @@ func (u *ycsbRun) notes(ctx context.Context, r *bench.Result, pointTime time.Dur
 		*n = append(*n, fmt.Sprintf("etcd %s (Debian etcd-server): %d members on 127.0.0.1 started by the experiment (peers.StartEtcd), data directories on tmpfs, --unsafe-no-fsync (nobody pays for a disk), revision auto-compaction, snapshot every 10,000 entries, 8 GiB quota; each client is a go.etcd.io/etcd/client/v3 client (peers.EtcdBlocks: a key per block, linearizable Get, Put).",
 			v, u.vol.replicas))
 	}
+	*n = append(*n, u.versus()...)
 	*n = append(*n, "The machine's cores are shared by every replica and every client: the figures are what this box gives, for comparing the systems in one run, not absolute speeds.")
+}
+
+// versus compares every two systems other than etcd (the first listed
+// against the second) at the most clients: the ratios of their rates,
+// read and write medians and replica CPU per operation, one note per
+// pair.
+func (u *ycsbRun) versus() []string {
+	var notes []string
+	top := slices.Max(clientCounts)
+	for i, a := range u.sys {
+		for _, b := range u.sys[i+1:] {
+			if a.sys.name == "etcd" || b.sys.name == "etcd" {
+				continue
+			}
+			var parts []string
+			for _, p := range u.points {
+				if p.clients != top || len(a.samples[p]) == 0 || len(b.samples[p]) == 0 {
+					continue
+				}
+				ratio := func(f func(sample) float64) string {
+					x := a.med(p, f) / b.med(p, f)
+					if math.IsNaN(x) || math.IsInf(x, 0) {
+						return "n/a"
+					}
+					return fmt.Sprintf("%.2f×", x)
+				}
+				parts = append(parts, fmt.Sprintf("YCSB-%s %s: rate %s, read p50 %s, write p50 %s, replica CPU %s",
+					strings.ToUpper(p.workload), p.dist, ratio(kops),
+					ratio(func(s sample) float64 { return positiveOrNaN(us(s.readP50)) }),
+					ratio(func(s sample) float64 { return positiveOrNaN(us(s.writeP50)) }),
+					ratio(func(s sample) float64 { return s.replicaCPU })))
+			}
+			if len(parts) > 0 {
+				notes = append(notes, fmt.Sprintf("%s against %s at %d clients, same run: %s.", a.sys.name, b.sys.name, top, strings.Join(parts, "; ")))
+			}
+		}
+	}
+	return notes
+}
+
+// positiveOrNaN is x, or NaN for a latency that 0 means absent.
+func positiveOrNaN(x float64) float64 {
+	if x <= 0 {
+		return math.NaN()
+	}
+	return x
 }

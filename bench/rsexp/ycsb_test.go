@@ -209,14 +209,15 @@ func TestYCSBRatios(t *testing.T) {
 		memSystem("etcd", 200*time.Microsecond, true, &stopped), // the reference, slow
 		memSystem("fast", 0, false, &stopped),
 		unavailable,
+		memSystem("slow", 200*time.Microsecond, true, &stopped),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := stopped.Load(); got != 2 {
-		t.Errorf("%d systems stopped, want 2", got)
+	if got := stopped.Load(); got != 3 {
+		t.Errorf("%d systems stopped, want 3", got)
 	}
-	if want := 2 * len(ycsbWorkloads) * len(keyDists) * len(clientCounts); len(r.Rows) != want {
+	if want := 3 * len(ycsbWorkloads) * len(keyDists) * len(clientCounts); len(r.Rows) != want {
 		t.Fatalf("%d rows, want %d", len(r.Rows), want)
 	}
 	for _, row := range r.Rows {
@@ -225,6 +226,7 @@ func TestYCSBRatios(t *testing.T) {
 			if float(t, r, row, "rate_vs_etcd") != 1 || float(t, r, row, "p50_vs_etcd") != 1 || float(t, r, row, "trips") != 1 {
 				t.Errorf("reference row %v", row)
 			}
+		case "slow":
 		case "fast":
 			if v := float(t, r, row, "rate_vs_etcd"); v <= 1 {
 				t.Errorf("%v: the store without delay runs %v× the one with", row[:5], v)
@@ -238,6 +240,19 @@ func TestYCSBRatios(t *testing.T) {
 		default:
 			t.Errorf("row of %v", col(t, r, row, "system"))
 		}
+	}
+	// fast against slow, not against etcd: one note, every workload and
+	// key distribution at 32 clients, write medians only where there
+	// are writes.
+	var vs []string
+	for _, n := range r.Notes {
+		if strings.Contains(n, " against ") {
+			vs = append(vs, n)
+		}
+	}
+	if len(vs) != 1 || !strings.HasPrefix(vs[0], "fast against slow at 32 clients") ||
+		strings.Count(vs[0], "YCSB-") != len(ycsbWorkloads)*len(keyDists) || strings.Count(vs[0], "write p50 n/a") != len(keyDists) {
+		t.Errorf("comparison notes: %q", vs)
 	}
 	if !strings.Contains(strings.Join(r.Notes, "\n"), "absent: no rows") {
 		t.Errorf("notes do not say why absent has no rows: %q", r.Notes)
