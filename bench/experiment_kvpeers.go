@@ -358,7 +358,7 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 // process's CPU time and the batch over the run.
 func (k *kvPeersRun) measure(ctx context.Context, s *peerSys, t int) (peerPoint, error) {
 	cpu := func(pid int) time.Duration {
-		d, err := procCPU(pid)
+		d, err := ProcCPU(pid)
 		if err != nil {
 			return -1
 		}
