@@ -241,7 +241,7 @@ func TestABDMethods(t *testing.T) {
 	if _, _, err := write(0, 1, data('x')[:100]); !errors.Is(err, blockstore.ErrBlockSize) {
 		t.Errorf("a short write: %v", err)
 	}
-	if _, err := call(c, replica.MethodRead, u64s(1 << 40)); !errors.Is(err, blockstore.ErrOutOfRange) {
+	if _, err := call(c, replica.MethodRead, u64s(1<<40)); !errors.Is(err, blockstore.ErrOutOfRange) {
 		t.Errorf("read past the end: %v", err)
 	}
 	for _, m := range []uint16{replica.MethodRead, replica.MethodReadTag, replica.MethodWrite} {
