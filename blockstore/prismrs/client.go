@@ -1,0 +1,297 @@
+package prismrs
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rdmakit/rdmakit/blockstore"
+	"github.com/rdmakit/rdmakit/blockstore/replica"
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// Config says how to reach a volume's replicas.
+type Config struct {
+	// Device is the URI of the client's own device, opened by Dial (the
+	// replicas must reach it: tcp://…, or shm://… on their host).
+	Device string
+	// Replicas are the replicas' connection manager addresses
+	// (host:port), as in the volume's layout.
+	Replicas []string
+	// Token is the replicas' auth token; empty when they have none.
+	Token string
+	// Slots is the number of lists in flight per replica (default 64).
+	// An operation holds one at each replica it posts to until that
+	// replica answers, even after the operation has returned.
+	Slots int
+	// ReturnBatch is how many replaced buffers the client gathers before
+	// returning them to a replica in one batch (default 32).
+	ReturnBatch int
+	// Poll is how the client's completion pollers wait (default
+	// adaptive).
+	Poll verbs.PollPolicy
+}
+
+func (c *Config) defaults() {
+	if c.Slots <= 0 {
+		c.Slots = 64
+	}
+	if c.Slots > int(verbs.LowMask) {
+		c.Slots = int(verbs.LowMask)
+	}
+	if c.ReturnBatch <= 0 {
+		c.ReturnBatch = 32
+	}
+	c.ReturnBatch = min(c.ReturnBatch, returnMax)
+}
+
+// Client is a PRISM-RS client of one volume: multi-writer ABD whose
+// phases are one-sided PRISM operations at every replica. It implements
+// blockstore.Store.
+type Client struct {
+	cfg    Config
+	layout blockstore.Layout
+	dev    verbs.Device
+	pd     verbs.PD
+	reps   []*rconn // by replica index; nil: not a member for this client
+	quorum int
+	id     uint32 // this client's id in its tags
+
+	acq   sync.Mutex    // one operation acquires slots at a time
+	freed chan struct{} // a slot was released, or a connection failed
+
+	life   sync.RWMutex
+	closed atomic.Bool
+	once   sync.Once
+
+	// noWriteBack skips a read's phase 2 (tests' negative control).
+	noWriteBack bool
+	// Counters.
+	trips, writeBacks atomic.Uint64
+}
+
+var _ blockstore.Store = (*Client)(nil)
+
+// Dial connects to the replicas of an existing volume and learns its
+// layout from them: a majority must hold it.
+func Dial(ctx context.Context, cfg Config) (*Client, error) { return open(ctx, cfg, nil) }
+
+// Create creates a volume of blocks blocks of blockSize bytes on the
+// replicas (a majority must take it; creating the same volume again is
+// harmless) and connects to it.
+func Create(ctx context.Context, cfg Config, blockSize int, blocks uint64) (*Client, error) {
+	l := blockstore.Layout{BlockSize: blockSize, Blocks: blocks, Replicas: cfg.Replicas}
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	return open(ctx, cfg, &l)
+}
+
+// open connects to cfg.Replicas, creates the volume of create (when not
+// nil) or reads its layout, and claims a client id.
+func open(ctx context.Context, cfg Config, create *blockstore.Layout) (_ *Client, err error) {
+	cfg.defaults()
+	if err := blockstore.CheckReplicas(cfg.Replicas); err != nil {
+		return nil, err
+	}
+	dev, err := verbs.Open(cfg.Device)
+	if err != nil {
+		return nil, err
+	}
+	pd, err := dev.AllocPD()
+	if err != nil {
+		dev.Close()
+		return nil, err
+	}
+	c := &Client{cfg: cfg, dev: dev, pd: pd, reps: make([]*rconn, len(cfg.Replicas)), quorum: blockstore.Quorum(len(cfg.Replicas)),
+		freed: make(chan struct{}, 1)}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	infos, err := c.connect(ctx, create)
+	if err != nil {
+		return nil, err
+	}
+	for i, r := range c.reps {
+		if r != nil {
+			if err := r.start(infos[i], cfg.Slots); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := c.claim(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// connect dials every replica and asks each for the volume (creating it
+// with create); it keeps the replicas that hold the volume the majority
+// holds, and fails unless a majority does.
+func (c *Client) connect(ctx context.Context, create *blockstore.Layout) ([]replica.Info, error) {
+	n := len(c.cfg.Replicas)
+	infos := make([]replica.Info, n)
+	errs := make([]error, n)
+	var req []byte
+	method := uint16(replica.MethodInfo)
+	if create != nil {
+		var err error
+		if req, err = replica.MarshalLayout(*create); err != nil {
+			return nil, err
+		}
+		method = replica.MethodCreate
+	}
+	var wg sync.WaitGroup
+	for i, addr := range c.cfg.Replicas {
+		wg.Go(func() {
+			r, err := c.dial(ctx, i, addr)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			c.reps[i] = r
+			b, err := r.call(ctx, method, req)
+			if err == nil {
+				infos[i], err = replica.UnmarshalInfo(b)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	var agreed *blockstore.Layout
+	members := 0
+	for i := range n {
+		if errs[i] != nil {
+			continue
+		}
+		l := infos[i].Layout
+		switch {
+		case !sameSet(l.Replicas, c.cfg.Replicas):
+			errs[i] = fmt.Errorf("%w: replica %s holds a volume of replicas %v", blockstore.ErrNoVolume, c.cfg.Replicas[i], l.Replicas)
+		case agreed == nil:
+			agreed = &l
+		case l.BlockSize != agreed.BlockSize || l.Blocks != agreed.Blocks:
+			return nil, fmt.Errorf("%w: the replicas disagree on the layout (%d×%d B, %d×%d B)", blockstore.ErrNoVolume,
+				l.Blocks, l.BlockSize, agreed.Blocks, agreed.BlockSize)
+		}
+		if errs[i] == nil {
+			members++
+		}
+	}
+	for i, r := range c.reps {
+		if r != nil && errs[i] != nil {
+			r.close()
+			c.reps[i] = nil
+		}
+	}
+	if members < c.quorum {
+		err := errors.Join(errs...)
+		for _, e := range errs {
+			if errors.Is(e, replica.ErrExists) {
+				return nil, e
+			}
+		}
+		if errors.Is(err, blockstore.ErrNoVolume) {
+			return nil, fmt.Errorf("%w: %d of %d replicas hold it: %w", blockstore.ErrNoVolume, members, n, err)
+		}
+		return nil, fmt.Errorf("%w: %d of %d replicas answered: %w", blockstore.ErrNoQuorum, members, n, err)
+	}
+	c.layout = *agreed
+	c.layout.Replicas = slices.Clone(c.cfg.Replicas)
+	return infos, nil
+}
+
+// sameSet reports whether a and b name the same replicas.
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxClaims bounds the ids a client tries before it gives up.
+const maxClaims = 16
+
+// claim takes a client id that no other live client holds: granted by
+// a majority and refused by none.
+func (c *Client) claim(ctx context.Context) error {
+	for range maxClaims {
+		id := rand.Uint32()
+		req := binary.LittleEndian.AppendUint32(nil, id)
+		var granted, taken atomic.Int32
+		var wg sync.WaitGroup
+		for _, r := range c.reps {
+			if r == nil {
+				continue
+			}
+			wg.Go(func() {
+				_, err := r.call(ctx, replica.MethodClaim, req)
+				switch {
+				case err == nil:
+					granted.Add(1)
+				case errors.Is(err, replica.ErrIDTaken):
+					taken.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		if taken.Load() == 0 && int(granted.Load()) >= c.quorum {
+			c.id = id
+			return nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("%w: no client id granted by a majority", blockstore.ErrNoQuorum)
+}
+
+// Layout implements blockstore.Store.
+func (c *Client) Layout() blockstore.Layout { return c.layout }
+
+// ID is the client's id, the low half of its tags.
+func (c *Client) ID() uint32 { return c.id }
+
+// RoundTrips counts the client's round trips so far: one per replica
+// list posted (every phase posts at every replica it can).
+func (c *Client) RoundTrips() uint64 { return c.trips.Load() }
+
+// WriteBacks counts the reads that needed their write-back phase.
+func (c *Client) WriteBacks() uint64 { return c.writeBacks.Load() }
+
+// signal tells an operation waiting for slots that one was released.
+func (c *Client) signal() {
+	select {
+	case c.freed <- struct{}{}:
+	default:
+	}
+}
+
+// Close implements blockstore.Store: it returns the replaced buffers
+// still queued and closes the connections and the device.
+func (c *Client) Close() error {
+	c.once.Do(func() {
+		c.closed.Store(true)
+		c.life.Lock() // no operation runs
+		defer c.life.Unlock()
+		for _, r := range c.reps {
+			if r != nil {
+				r.close()
+			}
+		}
+		c.dev.Close()
+	})
+	return nil
+}
