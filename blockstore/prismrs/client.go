@@ -62,8 +62,8 @@ type Client struct {
 	quorum int
 	id     uint32 // this client's id in its tags
 
-	acq   sync.Mutex    // one operation acquires slots at a time
-	freed chan struct{} // a slot was released, or a connection failed
+	acq  sync.Mutex // one operation acquires slots at a time
+	note notifier   // a slot was released, or a connection failed
 
 	life   sync.RWMutex
 	closed atomic.Bool
@@ -108,8 +108,7 @@ func open(ctx context.Context, cfg Config, create *blockstore.Layout) (_ *Client
 		dev.Close()
 		return nil, err
 	}
-	c := &Client{cfg: cfg, dev: dev, pd: pd, reps: make([]*rconn, len(cfg.Replicas)), quorum: blockstore.Quorum(len(cfg.Replicas)),
-		freed: make(chan struct{}, 1)}
+	c := &Client{cfg: cfg, dev: dev, pd: pd, reps: make([]*rconn, len(cfg.Replicas)), quorum: blockstore.Quorum(len(cfg.Replicas))}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -271,12 +270,33 @@ func (c *Client) RoundTrips() uint64 { return c.trips.Load() }
 // WriteBacks counts the reads that needed their write-back phase.
 func (c *Client) WriteBacks() uint64 { return c.writeBacks.Load() }
 
-// signal tells an operation waiting for slots that one was released.
-func (c *Client) signal() {
-	select {
-	case c.freed <- struct{}{}:
-	default:
+// signal tells the operations waiting for slots that one was released.
+func (c *Client) signal() { c.note.signal() }
+
+// notifier wakes every goroutine waiting when it is signaled.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{} // closed by the next signal; nil when nobody waits
+}
+
+// wait returns a channel that closes at the next signal.
+func (n *notifier) wait() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ch == nil {
+		n.ch = make(chan struct{})
 	}
+	return n.ch
+}
+
+// signal wakes the waiters.
+func (n *notifier) signal() {
+	n.mu.Lock()
+	if n.ch != nil {
+		close(n.ch)
+		n.ch = nil
+	}
+	n.mu.Unlock()
 }
 
 // Close implements blockstore.Store: it returns the replaced buffers

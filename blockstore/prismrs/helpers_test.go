@@ -54,11 +54,14 @@ func (b *bed) config() prismrs.Config {
 }
 
 // create creates the volume and returns its first client.
-func (b *bed) create(bs int, blocks uint64) *prismrs.Client {
+func (b *bed) create(bs int, blocks uint64) *prismrs.Client { return b.createWith(b.config(), bs, blocks) }
+
+// createWith is create with the client's configuration cfg.
+func (b *bed) createWith(cfg prismrs.Config, bs int, blocks uint64) *prismrs.Client {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := prismrs.Create(ctx, b.config(), bs, blocks)
+	c, err := prismrs.Create(ctx, cfg, bs, blocks)
 	if err != nil {
 		b.t.Fatal(err)
 	}

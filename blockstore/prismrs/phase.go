@@ -11,9 +11,10 @@ import (
 // phase is one round of an operation: a list at every replica it can
 // reach, until enough of them have answered.
 type phase struct {
-	res   chan result
-	slots [blockstore.MaxReplicas]*slot
-	out   int // lists in flight
+	res     chan result
+	slots   [blockstore.MaxReplicas]*slot
+	out     int    // lists in flight
+	missing uint32 // replicas of the targets that had no free slot
 }
 
 // members is the set of replicas this client uses, one bit each.
@@ -37,6 +38,7 @@ func (c *Client) acquire(ctx context.Context, targets uint32, need int) (*phase,
 	c.acq.Lock()
 	defer c.acq.Unlock()
 	for {
+		wake := c.note.wait() // before looking: no release is missed
 		got, live := 0, 0
 		for i, r := range c.reps {
 			if r == nil || targets&(1<<i) == 0 || r.dead.Load() {
@@ -51,6 +53,11 @@ func (c *Client) acquire(ctx context.Context, targets uint32, need int) (*phase,
 			}
 		}
 		if got >= need {
+			for i, r := range c.reps {
+				if r != nil && targets&(1<<i) != 0 && p.slots[i] == nil {
+					p.missing |= 1 << i
+				}
+			}
 			return p, nil
 		}
 		var err error
@@ -58,7 +65,7 @@ func (c *Client) acquire(ctx context.Context, targets uint32, need int) (*phase,
 			err = fmt.Errorf("%w: %d replicas reachable, %d needed", blockstore.ErrNoQuorum, live, need)
 		} else {
 			select {
-			case <-c.freed:
+			case <-wake:
 				continue
 			case <-ctx.Done():
 				err = fmt.Errorf("%w: %w", blockstore.ErrNoQuorum, ctx.Err())
@@ -75,22 +82,45 @@ func (c *Client) acquire(ctx context.Context, targets uint32, need int) (*phase,
 
 // run posts the list build makes at every replica p holds a slot of,
 // and hands each answer to take until take says it has enough, every
-// list has answered, or ctx ends. The lists still in flight then finish
-// in the background: late (if not nil) sees their answers, and their
-// slots are released as they come.
+// list has answered, or ctx ends. A target replica that had no free slot
+// (all held by lists in flight to it: it is slow, or paused) gets the
+// list as soon as one frees up. The lists still in flight when run
+// returns finish in the background: late (if not nil) sees their
+// answers, and their slots are released as they come.
 func (c *Client) run(ctx context.Context, p *phase, build func(r *rconn, s *slot) []verbs.SendWR, take func(res result) bool, late func(res result)) error {
-	for i, s := range p.slots {
-		if s == nil {
-			continue
-		}
+	post := func(i int, s *slot) {
 		r := c.reps[i]
 		c.trips.Add(1)
 		p.out++
 		r.post(s, build(r, s), p.res)
 	}
+	for i, s := range p.slots {
+		if s != nil {
+			post(i, s)
+		}
+	}
 	var err error
-	for done := false; !done && p.out > 0; {
+	for done := false; !done && (p.out > 0 || p.missing != 0); {
+		var wake <-chan struct{}
+		if p.missing != 0 {
+			wake = c.note.wait()
+			for i, r := range c.reps {
+				if p.missing&(1<<i) == 0 {
+					continue
+				}
+				if r.dead.Load() {
+					p.missing &^= 1 << i
+				} else if s := r.tryAcquire(); s != nil {
+					p.missing &^= 1 << i
+					post(i, s)
+				}
+			}
+			if p.missing == 0 {
+				continue
+			}
+		}
 		select {
+		case <-wake:
 		case res := <-p.res:
 			p.out--
 			done = take(res)

@@ -24,10 +24,19 @@ func (c *Client) Write(ctx context.Context, id uint64, data []byte) error {
 	if c.closed.Load() {
 		return blockstore.ErrClosed
 	}
-	all := c.members()
-	p, err := c.acquire(ctx, all, c.quorum)
+	tag, err := c.nextTag(ctx, id)
 	if err != nil {
 		return err
+	}
+	return c.install(ctx, id, tag, data, c.members(), c.quorum)
+}
+
+// nextTag is phase 1 of a write: the tag that follows the latest a
+// majority holds for block id, with this client's id.
+func (c *Client) nextTag(ctx context.Context, id uint64) (replica.Tag, error) {
+	p, err := c.acquire(ctx, c.members(), c.quorum)
+	if err != nil {
+		return 0, err
 	}
 	var latest replica.Tag
 	oks := 0
@@ -45,12 +54,12 @@ func (c *Client) Write(ctx context.Context, id uint64, data []byte) error {
 		return oks >= c.quorum
 	}, nil)
 	if oks < c.quorum {
-		return noQuorum(err, oks, c.quorum)
+		return 0, noQuorum(err, oks, c.quorum)
 	}
 	if latest.TS() == replica.MaxTS {
-		return fmt.Errorf("%w: block %d's timestamp is exhausted", blockstore.ErrProtocol, id)
+		return 0, fmt.Errorf("%w: block %d's timestamp is exhausted", blockstore.ErrProtocol, id)
 	}
-	return c.install(ctx, id, replica.MakeTag(latest.TS()+1, c.id), data, all, c.quorum)
+	return replica.MakeTag(latest.TS()+1, c.id), nil
 }
 
 // install is phase 2 of a write, and a read's write-back: at every
