@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -184,6 +185,9 @@ func (r *rconn) watch() {
 	case <-r.stop:
 	}
 	r.dead.Store(true)
+	if err := r.rpc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		slog.Warn("prismrs: replica connection failed", "replica", r.addr, "err", err)
+	}
 	for _, s := range r.slots {
 		r.deliver(s, verbs.WC{}, errDown)
 	}

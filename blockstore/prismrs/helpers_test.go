@@ -54,7 +54,9 @@ func (b *bed) config() prismrs.Config {
 }
 
 // create creates the volume and returns its first client.
-func (b *bed) create(bs int, blocks uint64) *prismrs.Client { return b.createWith(b.config(), bs, blocks) }
+func (b *bed) create(bs int, blocks uint64) *prismrs.Client {
+	return b.createWith(b.config(), bs, blocks)
+}
 
 // createWith is create with the client's configuration cfg.
 func (b *bed) createWith(cfg prismrs.Config, bs int, blocks uint64) *prismrs.Client {
