@@ -2,10 +2,14 @@ package prismrs_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/rdmakit/rdmakit/blockstore"
+	"github.com/rdmakit/rdmakit/blockstore/prismrs"
+	"github.com/rdmakit/rdmakit/blockstore/replica"
 )
 
 // TestReadWrite: blocks read as zeros until written, then as their
@@ -73,5 +77,57 @@ func TestTypedErrors(t *testing.T) {
 	}
 	if err := c.Write(ctx, 0, make([]byte, 512)); !errors.Is(err, blockstore.ErrClosed) {
 		t.Errorf("write after close: %v", err)
+	}
+}
+
+// TestDialErrors: replica lists that cannot form a volume, replicas
+// without a volume or with another one, and unreachable replicas get
+// typed errors, promptly.
+func TestDialErrors(t *testing.T) {
+	b := newBed(t, 3)
+	ctx := tctx(t)
+	cfg := b.config()
+	if _, err := prismrs.Dial(ctx, cfg); !errors.Is(err, blockstore.ErrNoVolume) {
+		t.Errorf("no volume yet: %v", err)
+	}
+	for _, rs := range [][]string{nil, {b.addrs[0], b.addrs[1]}, {b.addrs[0], b.addrs[0], b.addrs[1]}} {
+		cfg := b.config()
+		cfg.Replicas = rs
+		if _, err := prismrs.Dial(ctx, cfg); !errors.Is(err, blockstore.ErrReplicas) {
+			t.Errorf("replicas %v: %v", rs, err)
+		}
+		if _, err := prismrs.Create(ctx, cfg, 512, 1); !errors.Is(err, blockstore.ErrReplicas) {
+			t.Errorf("create on replicas %v: %v", rs, err)
+		}
+	}
+	if _, err := prismrs.Create(ctx, b.config(), 500, 1); !errors.Is(err, blockstore.ErrBlockSize) {
+		t.Errorf("a 500-byte block: %v", err)
+	}
+	b.create(512, 4)
+	if _, err := prismrs.Create(ctx, b.config(), 1024, 4); !errors.Is(err, replica.ErrExists) {
+		t.Errorf("creating another volume: %v", err)
+	}
+	// The same replicas in another order are the same volume.
+	cfg = b.config()
+	cfg.Replicas = []string{b.addrs[2], b.addrs[0], b.addrs[1]}
+	if c, err := prismrs.Dial(ctx, cfg); err != nil || c.Layout().BlockSize != 512 {
+		t.Errorf("the replicas in another order: %v", err)
+	} else {
+		c.Close()
+	}
+	// A list naming replicas of another volume.
+	other := newBed(t, 1)
+	cfg = b.config()
+	cfg.Replicas = []string{b.addrs[0], b.addrs[1], other.addrs[0]}
+	if _, err := prismrs.Dial(ctx, cfg); !errors.Is(err, blockstore.ErrNoVolume) {
+		t.Errorf("a list that is not the volume's: %v", err)
+	}
+	// Unreachable replicas: a majority is needed.
+	b.fab().Kill(b.names[0])
+	b.fab().Kill(b.names[1])
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := prismrs.Dial(dctx, b.config()); !errors.Is(err, blockstore.ErrNoQuorum) {
+		t.Errorf("2 of 3 replicas killed: %v", err)
 	}
 }
