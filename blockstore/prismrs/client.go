@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rdmakit/rdmakit/blockstore"
 	"github.com/rdmakit/rdmakit/blockstore/replica"
@@ -35,6 +36,11 @@ type Config struct {
 	// Poll is how the client's completion pollers wait (default
 	// adaptive).
 	Poll verbs.PollPolicy
+	// Timeout is the connections' retry timeout (default
+	// replica.ClientTimeout): a replica that answers nothing for 8 times
+	// as long loses its connection, which the client then dials again
+	// in the background.
+	Timeout time.Duration
 }
 
 func (c *Config) defaults() {
@@ -43,6 +49,9 @@ func (c *Config) defaults() {
 	}
 	if c.Slots > int(verbs.LowMask) {
 		c.Slots = int(verbs.LowMask)
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = replica.ClientTimeout
 	}
 	if c.ReturnBatch <= 0 {
 		c.ReturnBatch = 32
@@ -58,16 +67,20 @@ type Client struct {
 	layout blockstore.Layout
 	dev    verbs.Device
 	pd     verbs.PD
-	reps   []*rconn // by replica index; nil: not a member for this client
+	reps   []atomic.Pointer[rconn] // by replica index; nil while not connected
 	quorum int
 	id     uint32 // this client's id in its tags
 
 	acq  sync.Mutex // one operation acquires slots at a time
 	note notifier   // a slot was released, or a connection failed
 
-	life   sync.RWMutex
-	closed atomic.Bool
-	once   sync.Once
+	life    sync.RWMutex
+	closed  atomic.Bool
+	once    sync.Once
+	stop    chan struct{}  // closes with Close: reconnections stop
+	wg      sync.WaitGroup // reconnections
+	smu     sync.Mutex
+	stopped bool // under smu: no more reconnections
 
 	// noWriteBack skips a read's phase 2 (tests' negative control).
 	noWriteBack bool
@@ -108,25 +121,32 @@ func open(ctx context.Context, cfg Config, create *blockstore.Layout) (_ *Client
 		dev.Close()
 		return nil, err
 	}
-	c := &Client{cfg: cfg, dev: dev, pd: pd, reps: make([]*rconn, len(cfg.Replicas)), quorum: blockstore.Quorum(len(cfg.Replicas))}
+	c := &Client{cfg: cfg, dev: dev, pd: pd, reps: make([]atomic.Pointer[rconn], len(cfg.Replicas)), quorum: blockstore.Quorum(len(cfg.Replicas)),
+		stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			c.Close()
 		}
 	}()
-	infos, err := c.connect(ctx, create)
+	conns, infos, err := c.connect(ctx, create)
 	if err != nil {
 		return nil, err
 	}
-	for i, r := range c.reps {
+	for i, r := range conns {
 		if r != nil {
 			if err := r.start(infos[i], cfg.Slots); err != nil {
 				return nil, err
 			}
+			c.reps[i].Store(r)
 		}
 	}
 	if err := c.claim(ctx); err != nil {
 		return nil, err
+	}
+	for i, r := range conns {
+		if r == nil {
+			c.reconnect(i, nil)
+		}
 	}
 	return c, nil
 }
@@ -134,16 +154,23 @@ func open(ctx context.Context, cfg Config, create *blockstore.Layout) (_ *Client
 // connect dials every replica and asks each for the volume (creating it
 // with create); it keeps the replicas that hold the volume the majority
 // holds, and fails unless a majority does.
-func (c *Client) connect(ctx context.Context, create *blockstore.Layout) ([]replica.Info, error) {
+func (c *Client) connect(ctx context.Context, create *blockstore.Layout) (_ []*rconn, _ []replica.Info, err error) {
 	n := len(c.cfg.Replicas)
+	conns := make([]*rconn, n)
+	defer func() {
+		for _, r := range conns {
+			if r != nil && err != nil {
+				r.close()
+			}
+		}
+	}()
 	infos := make([]replica.Info, n)
 	errs := make([]error, n)
 	var req []byte
 	method := uint16(replica.MethodInfo)
 	if create != nil {
-		var err error
 		if req, err = replica.MarshalLayout(*create); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		method = replica.MethodCreate
 	}
@@ -155,7 +182,7 @@ func (c *Client) connect(ctx context.Context, create *blockstore.Layout) ([]repl
 				errs[i] = err
 				return
 			}
-			c.reps[i] = r
+			conns[i] = r
 			b, err := r.call(ctx, method, req)
 			if err == nil {
 				infos[i], err = replica.UnmarshalInfo(b)
@@ -177,34 +204,34 @@ func (c *Client) connect(ctx context.Context, create *blockstore.Layout) ([]repl
 		case agreed == nil:
 			agreed = &l
 		case l.BlockSize != agreed.BlockSize || l.Blocks != agreed.Blocks:
-			return nil, fmt.Errorf("%w: the replicas disagree on the layout (%d×%d B, %d×%d B)", blockstore.ErrNoVolume,
+			return nil, nil, fmt.Errorf("%w: the replicas disagree on the layout (%d×%d B, %d×%d B)", blockstore.ErrNoVolume,
 				l.Blocks, l.BlockSize, agreed.Blocks, agreed.BlockSize)
 		}
 		if errs[i] == nil {
 			members++
 		}
 	}
-	for i, r := range c.reps {
+	for i, r := range conns {
 		if r != nil && errs[i] != nil {
 			r.close()
-			c.reps[i] = nil
+			conns[i] = nil
 		}
 	}
 	if members < c.quorum {
 		err := errors.Join(errs...)
 		for _, e := range errs {
 			if errors.Is(e, replica.ErrExists) {
-				return nil, e
+				return nil, nil, e
 			}
 		}
 		if errors.Is(err, blockstore.ErrNoVolume) {
-			return nil, fmt.Errorf("%w: %d of %d replicas hold it: %w", blockstore.ErrNoVolume, members, n, err)
+			return nil, nil, fmt.Errorf("%w: %d of %d replicas hold it: %w", blockstore.ErrNoVolume, members, n, err)
 		}
-		return nil, fmt.Errorf("%w: %d of %d replicas answered: %w", blockstore.ErrNoQuorum, members, n, err)
+		return nil, nil, fmt.Errorf("%w: %d of %d replicas answered: %w", blockstore.ErrNoQuorum, members, n, err)
 	}
 	c.layout = *agreed
 	c.layout.Replicas = slices.Clone(c.cfg.Replicas)
-	return infos, nil
+	return conns, infos, nil
 }
 
 // sameSet reports whether a and b name the same replicas.
@@ -231,7 +258,8 @@ func (c *Client) claim(ctx context.Context) error {
 		req := binary.LittleEndian.AppendUint32(nil, id)
 		var granted, taken atomic.Int32
 		var wg sync.WaitGroup
-		for _, r := range c.reps {
+		for i := range c.reps {
+			r := c.rep(i)
 			if r == nil {
 				continue
 			}
@@ -266,6 +294,10 @@ func (c *Client) ID() uint32 { return c.id }
 // RoundTrips counts the client's round trips so far: one per replica
 // list posted (every phase posts at every replica it can).
 func (c *Client) RoundTrips() uint64 { return c.trips.Load() }
+
+// Connected is how many replicas the client has a working connection
+// to.
+func (c *Client) Connected() int { return c.reachable(c.all()) }
 
 // WriteBacks counts the reads that needed their write-back phase.
 func (c *Client) WriteBacks() uint64 { return c.writeBacks.Load() }
@@ -304,10 +336,15 @@ func (n *notifier) signal() {
 func (c *Client) Close() error {
 	c.once.Do(func() {
 		c.closed.Store(true)
+		c.smu.Lock()
+		c.stopped = true
+		c.smu.Unlock()
+		close(c.stop)
+		c.wg.Wait()
 		c.life.Lock() // no operation runs
 		defer c.life.Unlock()
-		for _, r := range c.reps {
-			if r != nil {
+		for i := range c.reps {
+			if r := c.rep(i); r != nil {
 				r.close()
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rdmakit/rdmakit/blockstore"
 	"github.com/rdmakit/rdmakit/blockstore/replica"
@@ -40,7 +41,7 @@ func slotSize(bs int) int { return offData + max((replica.BufHead+bs+63)&^63, 8*
 
 // result is what became of a list posted in a slot.
 type result struct {
-	rep int
+	r   *rconn
 	s   *slot
 	wc  verbs.WC
 	err error // errDown when the connection failed
@@ -82,7 +83,9 @@ type rconn struct {
 	slots []*slot
 	free  chan *slot
 	dead  atomic.Bool
-	wg    sync.WaitGroup // watch and the returner
+	held  atomic.Int32   // slots taken and not yet released
+	wg    sync.WaitGroup // watch
+	once  sync.Once      // close
 
 	rmu     sync.Mutex
 	returns []prism.Returned
@@ -99,7 +102,7 @@ func (c *Client) dial(ctx context.Context, idx int, addr string) (*rconn, error)
 		return nil, err
 	}
 	conn, err := cm.Dial(ctx, c.dev, addr, cm.Options{PD: c.pd, SendCQ: cq, RecvCQ: cq, Cap: replica.QPCap, Access: verbs.AccessAll,
-		MinRNRTimer: replica.ClientMinRNR, RNRRetry: replica.ClientRNRRetry, Timeout: replica.ClientTimeout,
+		MinRNRTimer: replica.ClientMinRNR, RNRRetry: replica.ClientRNRRetry, Timeout: c.cfg.Timeout,
 		PrivateData: memnode.Hello{Service: replica.Name, Token: c.cfg.Token}.Marshal()})
 	if err != nil {
 		cq.Destroy()
@@ -172,7 +175,7 @@ func (r *rconn) complete(wc *verbs.WC) error {
 // deliver hands a slot's result to its owner, once per list.
 func (r *rconn) deliver(s *slot, wc verbs.WC, err error) {
 	if s.inflight.CompareAndSwap(true, false) {
-		s.res <- result{rep: r.idx, s: s, wc: wc, err: err}
+		s.res <- result{r: r, s: s, wc: wc, err: err}
 	}
 }
 
@@ -185,13 +188,16 @@ func (r *rconn) watch() {
 	case <-r.stop:
 	}
 	r.dead.Store(true)
-	if err := r.rpc.Err(); err != nil && !errors.Is(err, context.Canceled) {
-		slog.Warn("prismrs: replica connection failed", "replica", r.addr, "err", err)
-	}
 	for _, s := range r.slots {
 		r.deliver(s, verbs.WC{}, errDown)
 	}
 	r.c.signal()
+	select {
+	case <-r.stop: // closed
+	default:
+		slog.Warn("prismrs: replica connection failed; reconnecting", "replica", r.addr, "err", r.rpc.Err())
+		r.c.reconnect(r.idx, r)
+	}
 }
 
 // failBatch fails the lists of a batch whose post failed.
@@ -210,6 +216,7 @@ func (r *rconn) tryAcquire() *slot {
 	}
 	select {
 	case s := <-r.free:
+		r.held.Add(1)
 		return s
 	default:
 		return nil
@@ -219,6 +226,7 @@ func (r *rconn) tryAcquire() *slot {
 // release returns a slot whose list has completed.
 func (r *rconn) release(s *slot) {
 	r.free <- s
+	r.held.Add(-1)
 	r.c.signal()
 }
 
@@ -239,13 +247,16 @@ func (r *rconn) post(s *slot, wrs []verbs.SendWR, res chan<- result) {
 	r.comb.Submit(wrs...)
 }
 
-// do runs one list in s and waits for it. When ctx ends first the slot
-// is released once the list completes.
+// do runs one list in s and waits for it. When the list fails, or ctx
+// ends first, the slot is released (once the list completes).
 func (r *rconn) do(ctx context.Context, s *slot, wrs []verbs.SendWR) (result, error) {
 	ch := make(chan result, 1)
 	r.post(s, wrs, ch)
 	select {
 	case res := <-ch:
+		if res.err != nil {
+			r.release(s)
+		}
 		return res, res.err
 	case <-ctx.Done():
 		go func() { r.release((<-ch).s) }()
@@ -254,18 +265,29 @@ func (r *rconn) do(ctx context.Context, s *slot, wrs []verbs.SendWR) (result, er
 }
 
 // close stops the returner and the watcher and closes the connection.
-func (r *rconn) close() {
+func (r *rconn) close() { r.once.Do(r.closeOnce) }
+
+func (r *rconn) closeOnce() {
 	if r.mr != nil { // started
 		close(r.retStop)
 		<-r.retDone
 	}
 	close(r.stop)
 	r.rpc.Close()
-	r.wg.Wait()
+	r.wg.Wait() // every list in flight has failed
 	r.conn.Close()
 	r.cq.Destroy()
 	if r.mr != nil {
 		r.rpc.Router().Unregister(r.tag)
+		// The slots' owners fill no list after they saw their slot's
+		// result; wait for them to give the slots back before the
+		// memory goes. An owner that never does keeps the memory.
+		for deadline := time.Now().Add(10 * time.Second); r.held.Load() > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				slog.Warn("prismrs: replica connection closed with slots still held; its buffers stay", "replica", r.addr, "held", r.held.Load())
+				return
+			}
+		}
 		r.mr.Deregister()
 	}
 }

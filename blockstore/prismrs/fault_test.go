@@ -186,3 +186,44 @@ func TestKilledReplicas(t *testing.T) {
 		t.Errorf("failing took %v", d)
 	}
 }
+
+// TestReconnect: a replica paused for longer than the connections'
+// retry budget costs the client its connection to it; operations go on
+// with the others, and once the replica answers again the client
+// connects to it again and uses it: with another replica paused then,
+// operations still complete.
+func TestReconnect(t *testing.T) {
+	b := newBed(t, 3)
+	cfg := b.config()
+	cfg.Timeout = 10 * time.Millisecond // a retry budget of 80 ms
+	c := b.createWith(cfg, 512, 4)
+	ctx := tctx(t)
+	f := b.fab()
+	f.Pause(b.names[0])
+	for i := 0; c.Connected() == 3; i++ {
+		if err := c.Write(ctx, uint64(i%4), block(512, byte(i))); err != nil {
+			t.Fatalf("write %d with a replica paused: %v", i, err)
+		}
+		if i > 10000 {
+			t.Fatal("the paused replica's connection did not fail")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := c.Write(ctx, 1, block(512, 100)); err != nil {
+		t.Fatalf("write with one connection gone: %v", err)
+	}
+	f.Resume(b.names[0])
+	for deadline := time.Now().Add(10 * time.Second); c.Connected() < 3; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the client did not reconnect to the replica")
+		}
+	}
+	f.Pause(b.names[1])
+	defer f.Resume(b.names[1])
+	if err := c.Write(ctx, 1, block(512, 101)); err != nil {
+		t.Fatalf("write through the reconnected replica: %v", err)
+	}
+	if got, err := c.Read(ctx, 1, nil); err != nil || !bytes.Equal(got, block(512, 101)) {
+		t.Fatalf("read through the reconnected replica: %v", err)
+	}
+}

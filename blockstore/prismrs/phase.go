@@ -13,20 +13,16 @@ import (
 type phase struct {
 	res     chan result
 	slots   [blockstore.MaxReplicas]*slot
-	out     int    // lists in flight
-	missing uint32 // replicas of the targets that had no free slot
+	conns   [blockstore.MaxReplicas]*rconn // the connection of each slot
+	out     int                            // lists in flight
+	missing uint32                         // replicas of the targets that had no free slot
 }
 
-// members is the set of replicas this client uses, one bit each.
-func (c *Client) members() uint32 {
-	var m uint32
-	for i, r := range c.reps {
-		if r != nil {
-			m |= 1 << i
-		}
-	}
-	return m
-}
+// all is the set of the volume's replicas, one bit each.
+func (c *Client) all() uint32 { return 1<<len(c.reps) - 1 }
+
+// rep is replica i's connection, nil while there is none.
+func (c *Client) rep(i int) *rconn { return c.reps[i].Load() }
 
 // acquire takes a slot at every replica of targets that has one free,
 // waiting until it holds at least need. One operation acquires at a
@@ -40,21 +36,24 @@ func (c *Client) acquire(ctx context.Context, targets uint32, need int) (*phase,
 	for {
 		wake := c.note.wait() // before looking: no release is missed
 		got, live := 0, 0
-		for i, r := range c.reps {
-			if r == nil || targets&(1<<i) == 0 || r.dead.Load() {
+		for i := range c.reps {
+			r := c.rep(i)
+			if targets&(1<<i) == 0 || (p.slots[i] == nil && (r == nil || r.dead.Load())) {
 				continue
 			}
 			live++
 			if p.slots[i] == nil {
-				p.slots[i] = r.tryAcquire()
+				if s := r.tryAcquire(); s != nil {
+					p.slots[i], p.conns[i] = s, r
+				}
 			}
 			if p.slots[i] != nil {
 				got++
 			}
 		}
 		if got >= need {
-			for i, r := range c.reps {
-				if r != nil && targets&(1<<i) != 0 && p.slots[i] == nil {
+			for i := range c.reps {
+				if targets&(1<<i) != 0 && p.slots[i] == nil {
 					p.missing |= 1 << i
 				}
 			}
@@ -73,7 +72,7 @@ func (c *Client) acquire(ctx context.Context, targets uint32, need int) (*phase,
 		}
 		for i, s := range p.slots {
 			if s != nil {
-				c.reps[i].release(s)
+				p.conns[i].release(s)
 			}
 		}
 		return nil, err
@@ -83,20 +82,20 @@ func (c *Client) acquire(ctx context.Context, targets uint32, need int) (*phase,
 // run posts the list build makes at every replica p holds a slot of,
 // and hands each answer to take until take says it has enough, every
 // list has answered, or ctx ends. A target replica that had no free slot
-// (all held by lists in flight to it: it is slow, or paused) gets the
-// list as soon as one frees up. The lists still in flight when run
-// returns finish in the background: late (if not nil) sees their
-// answers, and their slots are released as they come.
+// (all held by lists in flight to it: it is slow, or paused) or no
+// connection gets the list as soon as it has one, while run waits. The
+// lists still in flight when run returns finish in the background: late
+// (if not nil) sees their answers, and their slots are released as they
+// come.
 func (c *Client) run(ctx context.Context, p *phase, build func(r *rconn, s *slot) []verbs.SendWR, take func(res result) bool, late func(res result)) error {
-	post := func(i int, s *slot) {
-		r := c.reps[i]
+	post := func(r *rconn, s *slot) {
 		c.trips.Add(1)
 		p.out++
 		r.post(s, build(r, s), p.res)
 	}
 	for i, s := range p.slots {
 		if s != nil {
-			post(i, s)
+			post(p.conns[i], s)
 		}
 	}
 	var err error
@@ -104,19 +103,22 @@ func (c *Client) run(ctx context.Context, p *phase, build func(r *rconn, s *slot
 		var wake <-chan struct{}
 		if p.missing != 0 {
 			wake = c.note.wait()
-			for i, r := range c.reps {
+			for i := range c.reps {
 				if p.missing&(1<<i) == 0 {
 					continue
 				}
-				if r.dead.Load() {
-					p.missing &^= 1 << i
-				} else if s := r.tryAcquire(); s != nil {
-					p.missing &^= 1 << i
-					post(i, s)
+				if r := c.rep(i); r != nil {
+					if s := r.tryAcquire(); s != nil {
+						p.missing &^= 1 << i
+						post(r, s)
+					}
 				}
 			}
 			if p.missing == 0 {
 				continue
+			}
+			if p.out == 0 && c.reachable(p.missing) == 0 {
+				break // nothing to wait for but reconnections
 			}
 		}
 		select {
@@ -124,25 +126,36 @@ func (c *Client) run(ctx context.Context, p *phase, build func(r *rconn, s *slot
 		case res := <-p.res:
 			p.out--
 			done = take(res)
-			c.reps[res.rep].release(res.s)
+			res.r.release(res.s)
 		case <-ctx.Done():
 			err = fmt.Errorf("%w: %w", blockstore.ErrNoQuorum, ctx.Err())
 			done = true
 		}
 	}
 	if p.out > 0 {
-		go c.drain(p.res, p.out, late)
+		go drain(p.res, p.out, late)
 	}
 	return err
 }
 
+// reachable counts the replicas of set with a live connection.
+func (c *Client) reachable(set uint32) int {
+	n := 0
+	for i := range c.reps {
+		if r := c.rep(i); set&(1<<i) != 0 && r != nil && !r.dead.Load() {
+			n++
+		}
+	}
+	return n
+}
+
 // drain takes the n answers still to come on ch.
-func (c *Client) drain(ch <-chan result, n int, late func(res result)) {
+func drain(ch <-chan result, n int, late func(res result)) {
 	for range n {
 		res := <-ch
 		if late != nil {
 			late(res)
 		}
-		c.reps[res.rep].release(res.s)
+		res.r.release(res.s)
 	}
 }

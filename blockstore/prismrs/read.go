@@ -30,7 +30,7 @@ func (c *Client) Read(ctx context.Context, id uint64, dst []byte) ([]byte, error
 	start := len(dst)
 	dst = slices.Grow(dst, bs)[:start+bs]
 	out := dst[start:]
-	all := c.members()
+	all := c.all()
 	p, err := c.acquire(ctx, all, c.quorum)
 	if err != nil {
 		return dst[:start], err
@@ -46,7 +46,7 @@ func (c *Client) Read(ctx context.Context, id uint64, dst []byte) ([]byte, error
 			return false
 		}
 		t := replica.Tag(binary.LittleEndian.Uint64(res.s.buf[offData:]))
-		tags[res.rep], answered = t, answered|1<<res.rep
+		tags[res.r.idx], answered = t, answered|1<<res.r.idx
 		if oks == 0 || t > best {
 			best = t
 			copy(out, res.s.buf[offData+replica.BufHead:offData+replica.BufHead+bs])

@@ -105,6 +105,7 @@ func (r *rconn) returnBatch(bufs []prism.Returned, last bool) ([]prism.Returned,
 func (r *rconn) acquire(ctx context.Context) (*slot, error) {
 	select {
 	case s := <-r.free:
+		r.held.Add(1)
 		return s, nil
 	case <-r.rpc.Done():
 		return nil, errDown

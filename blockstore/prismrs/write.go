@@ -28,13 +28,13 @@ func (c *Client) Write(ctx context.Context, id uint64, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return c.install(ctx, id, tag, data, c.members(), c.quorum)
+	return c.install(ctx, id, tag, data, c.all(), c.quorum)
 }
 
 // nextTag is phase 1 of a write: the tag that follows the latest a
 // majority holds for block id, with this client's id.
 func (c *Client) nextTag(ctx context.Context, id uint64) (replica.Tag, error) {
-	p, err := c.acquire(ctx, c.members(), c.quorum)
+	p, err := c.acquire(ctx, c.all(), c.quorum)
 	if err != nil {
 		return 0, err
 	}
@@ -82,12 +82,12 @@ func (c *Client) install(ctx context.Context, id uint64, tag replica.Tag, data [
 		if res.err != nil {
 			return false
 		}
-		settle(c.reps[res.rep], res.s, tag)
+		settle(res.r, res.s, tag)
 		acks++
 		return acks >= need
 	}, func(res result) {
 		if res.err == nil {
-			settle(c.reps[res.rep], res.s, tag)
+			settle(res.r, res.s, tag)
 		}
 	})
 	if acks < need {
