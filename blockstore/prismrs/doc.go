@@ -82,12 +82,19 @@
 //     held gets an operation's list as soon as one frees up, and is left
 //     out meanwhile. Nothing else waits for it.
 //   - A dead replica, or one that stops answering for longer than the
-//     connection's retry budget (replica.ClientTimeout × 8): its
+//     connection's retry budget (Config.Timeout × 8, 2 s by default): its
 //     connection fails, the lists in flight to it fail, and operations
-//     go on with the others. With more than f replicas gone, operations
-//     fail with blockstore.ErrNoQuorum at once; when a majority does
-//     not answer before the context ends, with ErrNoQuorum wrapping the
-//     context's error.
+//     go on with the others. The client dials it again in the
+//     background (every 10 ms at first, then up to every second) and
+//     uses it again once it answers as a member of the volume: its
+//     layout the client's. So does a replica unreachable at Dial. With
+//     more than f replicas gone, operations fail with
+//     blockstore.ErrNoQuorum at once; when a majority does not answer
+//     before the context ends, with ErrNoQuorum wrapping the context's
+//     error. A replica that restarts empty holds no volume and is not
+//     used; one that is created again empty must first copy every
+//     block's latest ⟨tag, data⟩ from a majority, or it weakens the
+//     quorum (recovery is not this package's).
 //   - A writer that dies half-way: its tag may be at fewer than a
 //     majority of the replicas. A read that sees it writes it back
 //     before returning it, so it is then as good as written; a read that
@@ -116,7 +123,8 @@
 // # Files
 //
 // client.go (Config, Dial, Create, the client id claim), conn.go (a
-// replica connection and its slots), phase.go (posting a phase at every
-// replica and waiting for a majority), read.go, write.go (the phases),
-// returns.go (returning replaced buffers).
+// replica connection and its slots), reconnect.go (dialing a failed
+// replica again), phase.go (posting a phase at every replica and waiting
+// for a majority), read.go, write.go (the phases), returns.go (returning
+// replaced buffers).
 package prismrs

@@ -12,13 +12,15 @@ import (
 	"github.com/rdmakit/rdmakit/blockstore/replica"
 	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/transport/loop"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 var seq atomic.Int64
 
-// bed is n replicas on a loop fabric of their own.
+// bed is n replicas on a loop fabric of their own (or on tcp devices).
 type bed struct {
 	t        testing.TB
+	scheme   string
 	fabric   string
 	names    []string // the replicas' node names in the fabric
 	addrs    []string // their cm addresses
@@ -27,12 +29,22 @@ type bed struct {
 	clients  atomic.Int64
 }
 
-func newBed(t testing.TB, n int) *bed {
+func newBed(t testing.TB, n int) *bed { return newBedOn(t, "loop", n) }
+
+// device is the URI of a new device named name.
+func (b *bed) device(name string) string {
+	if b.scheme == "tcp" {
+		return "tcp://127.0.0.1:0"
+	}
+	return "loop://" + b.fabric + "/" + name
+}
+
+func newBedOn(t testing.TB, scheme string, n int) *bed {
 	t.Helper()
-	b := &bed{t: t, fabric: fmt.Sprintf("prismrs-test-%d", seq.Add(1)), replicas: make([]*replica.Replica, n)}
+	b := &bed{t: t, scheme: scheme, fabric: fmt.Sprintf("prismrs-test-%d", seq.Add(1)), replicas: make([]*replica.Replica, n)}
 	for i := range n {
 		name := fmt.Sprintf("r%d", i)
-		srv, err := memnode.Start(context.Background(), memnode.Config{Device: "loop://" + b.fabric + "/" + name, CM: "127.0.0.1:0",
+		srv, err := memnode.Start(context.Background(), memnode.Config{Device: b.device(name), CM: "127.0.0.1:0",
 			NewService: replica.Service(replica.Config{MaxMemory: 256 << 20, Spare: 1024}, func(r *replica.Replica) { b.replicas[i] = r }),
 			Logger:     slog.New(slog.DiscardHandler)})
 		if err != nil {
@@ -50,7 +62,7 @@ func (b *bed) fab() *loop.Fabric { return loop.Get(b.fabric) }
 
 // config is a new client's configuration.
 func (b *bed) config() prismrs.Config {
-	return prismrs.Config{Device: fmt.Sprintf("loop://%s/c%d", b.fabric, b.clients.Add(1)), Replicas: b.addrs}
+	return prismrs.Config{Device: b.device(fmt.Sprintf("c%d", b.clients.Add(1))), Replicas: b.addrs, Poll: testPoll}
 }
 
 // create creates the volume and returns its first client.
@@ -97,3 +109,5 @@ func tctx(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+var testPoll verbs.PollPolicy

@@ -14,9 +14,14 @@ import (
 
 // TestReadWrite: blocks read as zeros until written, then as their
 // latest value, from this client and from another that learned the
-// layout from the replicas.
+// layout from the replicas; on loop and over tcp.
 func TestReadWrite(t *testing.T) {
-	b := newBed(t, 3)
+	for _, scheme := range []string{"loop", "tcp"} {
+		t.Run(scheme, func(t *testing.T) { testReadWrite(t, newBedOn(t, scheme, 3)) })
+	}
+}
+
+func testReadWrite(t *testing.T, b *bed) {
 	c := b.create(4096, 16)
 	ctx := tctx(t)
 	if l := c.Layout(); l.BlockSize != 4096 || l.Blocks != 16 || len(l.Replicas) != 3 {
