@@ -242,3 +242,151 @@ func TestNegativeControl(t *testing.T) {
 
 // a compile-time check that the client is a Store.
 var _ blockstore.Store = (*prismrs.Client)(nil)
+
+// TestKilledWriters: writers whose nodes are killed mid-run (their
+// writes in flight may have reached some replicas, or none) leave no
+// torn block and no history the checker rejects; the other clients go
+// on.
+func TestKilledWriters(t *testing.T) {
+	const (
+		clients = 8
+		victims = 3
+		blocks  = 4
+		bs      = 1024
+		ops     = 4000
+	)
+	b := newBed(t, 3)
+	cs := []*prismrs.Client{b.create(bs, blocks)}
+	for len(cs) < clients {
+		cs = append(cs, b.dial())
+	}
+	h := check.NewRegisterHistory()
+	var next, done, killed atomic.Uint64
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i, c := range cs {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 9))
+			for done.Add(1) <= ops {
+				id := rng.Uint64N(blocks)
+				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				call := h.Now()
+				if i < victims || rng.IntN(2) == 0 {
+					v := next.Add(1)
+					err := c.Write(ctx, id, value(bs, v))
+					cancel()
+					h.Add(i, check.RegisterInput{Write: true, Register: id, Value: v}, check.RegisterOutput{}, call, h.Now(), err != nil)
+					if err != nil {
+						if i < victims {
+							killed.Add(1)
+							return
+						}
+						errs <- fmt.Errorf("client %d: write: %w", i, err)
+						return
+					}
+					continue
+				}
+				d, err := c.Read(ctx, id, nil)
+				cancel()
+				if err != nil {
+					errs <- fmt.Errorf("client %d: read: %w", i, err)
+					return
+				}
+				v, err := valueOf(d)
+				if err != nil {
+					errs <- fmt.Errorf("client %d: block %d: %w", i, id, err)
+					return
+				}
+				h.Add(i, check.RegisterInput{Register: id}, check.RegisterOutput{Value: v}, call, h.Now(), false)
+			}
+		})
+	}
+	// The victims are the first clients: their devices are c1, c2, c3.
+	for v := range victims {
+		for done.Load() < uint64(ops*(v+1)/(victims+2)) {
+			time.Sleep(time.Millisecond)
+		}
+		if err := b.fab().Kill(fmt.Sprintf("c%d", v+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	if killed.Load() != victims {
+		t.Fatalf("%d of %d victims saw their writes fail", killed.Load(), victims)
+	}
+	if res, info := h.Check(30 * time.Second); res != porcupine.Ok {
+		visualize(t, info)
+		t.Fatalf("history: %v", res)
+	}
+}
+
+// TestLinearizableTCP: the linearizability test's load, shorter and
+// without faults, over tcp devices.
+func TestLinearizableTCP(t *testing.T) {
+	const (
+		clients = 16
+		blocks  = 8
+		bs      = 4096
+		ops     = 3000
+	)
+	b := newBedOn(t, "tcp", 3)
+	cs := []*prismrs.Client{b.create(bs, blocks)}
+	for len(cs) < clients {
+		cs = append(cs, b.dial())
+	}
+	h := check.NewRegisterHistory()
+	var next, done atomic.Uint64
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for i, c := range cs {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 11))
+			for done.Add(1) <= ops {
+				id := rng.Uint64N(blocks)
+				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+				call := h.Now()
+				if rng.IntN(2) == 0 {
+					v := next.Add(1)
+					err := c.Write(ctx, id, value(bs, v))
+					cancel()
+					h.Add(i, check.RegisterInput{Write: true, Register: id, Value: v}, check.RegisterOutput{}, call, h.Now(), err != nil)
+					if err != nil {
+						errs <- fmt.Errorf("client %d: write: %w", i, err)
+						return
+					}
+					continue
+				}
+				d, err := c.Read(ctx, id, nil)
+				cancel()
+				if err == nil {
+					var v uint64
+					if v, err = valueOf(d); err == nil {
+						h.Add(i, check.RegisterInput{Register: id}, check.RegisterOutput{Value: v}, call, h.Now(), false)
+						continue
+					}
+				}
+				errs <- fmt.Errorf("client %d: read: %w", i, err)
+				return
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	if res, info := h.Check(30 * time.Second); res != porcupine.Ok {
+		visualize(t, info)
+		t.Fatalf("history: %v", res)
+	}
+}
