@@ -66,8 +66,11 @@ func (c *Client) Read(ctx context.Context, id uint64, dst []byte) ([]byte, error
 	if holders == answered || c.noWriteBack {
 		return dst, nil
 	}
-	c.writeBacks.Add(1)
 	need := c.quorum - bitCount(holders)
+	if need <= 0 {
+		return dst, nil // a majority holds it already
+	}
+	c.writeBacks.Add(1)
 	if err := c.install(ctx, id, best, out, all&^holders, need); err != nil {
 		return dst[:start], err
 	}

@@ -47,8 +47,10 @@ type volume struct {
 	cfg  Config
 
 	// The RPC store (MethodRead, MethodWrite): a tag and data per block,
-	// each block under its stripe's lock.
+	// each block under its stripe's lock; made at its first use (a volume
+	// written by PRISM-RS never needs it).
 	locks [lockStripes]sync.Mutex
+	made  sync.Once
 	tags  []Tag
 	data  []byte
 
@@ -107,9 +109,7 @@ func newVolume(pd verbs.PD, l blockstore.Layout, cfg Config, cpu *atomic.Int64) 
 		mr.Deregister()
 		return nil, fmt.Errorf("replica: %w", err)
 	}
-	v := &volume{mr: mr, pool: pool, ring: ring, cfg: cfg, cpu: cpu,
-		tags: make([]Tag, l.Blocks), data: make([]byte, l.Blocks*uint64(l.BlockSize)),
-		stop: make(chan struct{}), done: make(chan struct{})}
+	v := &volume{mr: mr, pool: pool, ring: ring, cfg: cfg, cpu: cpu, stop: make(chan struct{}), done: make(chan struct{})}
 	v.info = Info{Layout: l, RKey: mr.RKey(), Slots: mr.Addr(), Zero: zero, Ring: ring.Addr(),
 		RingSlots: uint32(ring.Slots()), Queue: 0, BufSize: uint32(buf)}
 	go v.restock()
@@ -156,6 +156,9 @@ func (v *volume) restock() {
 // lock.
 func (v *volume) block(id uint64) ([]byte, *sync.Mutex) {
 	bs := uint64(v.info.Layout.BlockSize)
+	v.made.Do(func() {
+		v.tags, v.data = make([]Tag, v.info.Layout.Blocks), make([]byte, v.info.Layout.Blocks*bs)
+	})
 	return v.data[id*bs : (id+1)*bs], &v.locks[id%lockStripes]
 }
 
