@@ -165,8 +165,9 @@ func (r *rconn) complete(wc *verbs.WC) error {
 		return nil
 	}
 	if wc.Status != verbs.StatusSuccess && wc.Status != verbs.StatusSkipped {
-		r.deliver(r.slots[i], *wc, errDown)
-		return fmt.Errorf("prismrs: replica %s: %v: %w", r.addr, wc.Opcode, wc.Status.Err())
+		err := fmt.Errorf("prismrs: replica %s: %v: %w", r.addr, wc.Opcode, wc.Status.Err())
+		r.deliver(r.slots[i], *wc, fmt.Errorf("%w: %w", errDown, err))
+		return err
 	}
 	r.deliver(r.slots[i], *wc, nil)
 	return nil
@@ -188,8 +189,12 @@ func (r *rconn) watch() {
 	case <-r.stop:
 	}
 	r.dead.Store(true)
+	down := errDown
+	if err := r.rpc.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		down = fmt.Errorf("%w: %w", errDown, err)
+	}
 	for _, s := range r.slots {
-		r.deliver(s, verbs.WC{}, errDown)
+		r.deliver(s, verbs.WC{}, down)
 	}
 	r.c.signal()
 	select {

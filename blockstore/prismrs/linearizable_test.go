@@ -50,19 +50,25 @@ func valueOf(d []byte) (uint64, error) {
 	return v, nil
 }
 
-// TestLinearizable: 16 clients read and write 8 blocks of 3 replicas,
-// 20,000 operations, while one replica at a time is paused for up to
-// 30 ms; then one is killed for the rest of the run. Every operation
-// completes, no read returns a torn block, and porcupine finds the
-// history linearizable (a register per block).
+// TestLinearizable: 16 clients read and write 8 blocks, 20,000
+// operations, while up to f replicas of n = 2f+1 at a time are paused
+// for up to 20 ms; then one is killed for the rest of the run. Every
+// operation completes, no read returns a torn block, and porcupine finds
+// the history linearizable (a register per block). For n = 3 and n = 5.
 func TestLinearizable(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) { testLinearizable(t, n) })
+	}
+}
+
+func testLinearizable(t *testing.T, n int) {
 	const (
 		clients = 16
 		blocks  = 8
 		bs      = 512
 		ops     = 20000
 	)
-	b := newBed(t, 3)
+	b := newBed(t, n)
 	cs := []*prismrs.Client{b.create(bs, blocks)}
 	for len(cs) < clients {
 		cs = append(cs, b.dial())
@@ -144,9 +150,10 @@ func TestLinearizable(t *testing.T) {
 // operation that takes longer is stuck.
 const opTimeout = 10 * time.Second
 
-// injectFaults pauses one replica at a time for 1 to 20 ms until done
-// reaches two thirds of ops, then kills one for the rest of the run. It
-// returns the pauses and the operations done when it killed.
+// injectFaults pauses 1 to f replicas of n = 2f+1 at a time for 1 to
+// 20 ms until done reaches two thirds of ops, then kills one for the
+// rest of the run. It returns the pauses and the operations done when it
+// killed.
 func injectFaults(b *bed, done *atomic.Uint64, ops uint64, stop <-chan struct{}) (pauses int, killedAt uint64, err error) {
 	f := b.fab()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -156,13 +163,18 @@ func injectFaults(b *bed, done *atomic.Uint64, ops uint64, stop <-chan struct{})
 			return pauses, 0, nil
 		default:
 		}
-		r := b.names[rng.IntN(len(b.names))]
-		if err := f.Pause(r); err != nil {
-			return pauses, 0, err
+		k := 1 + rng.IntN(len(b.names)/2)
+		rs := rng.Perm(len(b.names))[:k]
+		for _, r := range rs {
+			if err := f.Pause(b.names[r]); err != nil {
+				return pauses, 0, err
+			}
 		}
 		time.Sleep(time.Millisecond + time.Duration(rng.IntN(20))*time.Millisecond)
-		if err := f.Resume(r); err != nil {
-			return pauses, 0, err
+		for _, r := range rs {
+			if err := f.Resume(b.names[r]); err != nil {
+				return pauses, 0, err
+			}
 		}
 		pauses++
 		time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)

@@ -16,6 +16,7 @@ type phase struct {
 	conns   [blockstore.MaxReplicas]*rconn // the connection of each slot
 	out     int                            // lists in flight
 	missing uint32                         // replicas of the targets that had no free slot
+	failed  error                          // the last list that failed, if any
 }
 
 // all is the set of the volume's replicas, one bit each.
@@ -125,6 +126,9 @@ func (c *Client) run(ctx context.Context, p *phase, build func(r *rconn, s *slot
 		case <-wake:
 		case res := <-p.res:
 			p.out--
+			if res.err != nil {
+				p.failed = res.err
+			}
 			done = take(res)
 			res.r.release(res.s)
 		case <-ctx.Done():

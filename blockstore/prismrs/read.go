@@ -55,7 +55,7 @@ func (c *Client) Read(ctx context.Context, id uint64, dst []byte) ([]byte, error
 		return oks >= c.quorum
 	}, nil)
 	if oks < c.quorum {
-		return dst[:start], noQuorum(err, oks, c.quorum)
+		return dst[:start], noQuorum(err, p.failed, oks, c.quorum)
 	}
 	var holders uint32
 	for i := range c.reps {
@@ -78,10 +78,14 @@ func (c *Client) Read(ctx context.Context, id uint64, dst []byte) ([]byte, error
 }
 
 // noQuorum is the error of a phase that got oks of the need answers it
-// needed (err: why it stopped waiting, if it did).
-func noQuorum(err error, oks, need int) error {
-	if err != nil {
+// needed (err: why it stopped waiting, if it did; failed: the last list
+// that failed).
+func noQuorum(err, failed error, oks, need int) error {
+	switch {
+	case err != nil:
 		return err
+	case failed != nil:
+		return fmt.Errorf("%w: %d of %d replicas answered: %w", blockstore.ErrNoQuorum, oks, need, failed)
 	}
 	return fmt.Errorf("%w: %d of %d replicas answered", blockstore.ErrNoQuorum, oks, need)
 }

@@ -54,7 +54,7 @@ func (c *Client) nextTag(ctx context.Context, id uint64) (replica.Tag, error) {
 		return oks >= c.quorum
 	}, nil)
 	if oks < c.quorum {
-		return 0, noQuorum(err, oks, c.quorum)
+		return 0, noQuorum(err, p.failed, oks, c.quorum)
 	}
 	if latest.TS() == replica.MaxTS {
 		return 0, fmt.Errorf("%w: block %d's timestamp is exhausted", blockstore.ErrProtocol, id)
@@ -91,7 +91,7 @@ func (c *Client) install(ctx context.Context, id uint64, tag replica.Tag, data [
 		}
 	})
 	if acks < need {
-		return noQuorum(err, acks, need)
+		return noQuorum(err, p.failed, acks, need)
 	}
 	return nil
 }
