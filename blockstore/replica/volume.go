@@ -133,11 +133,14 @@ func (v *volume) restock() {
 		if _, err := v.ring.Drain(v.pool); err != nil {
 			slog.Warn("replica: return ring", "err", err)
 		}
-		var err error
+		// Top the free list up first, from carved memory while the
+		// region has room: a Reclaim waits for the NIC to quiesce, and
+		// the writes' ALLOCATEs must not find the list empty meanwhile.
+		err := v.pool.Restock()
 		if v.pool.Pending() > 0 {
-			_, err = v.pool.Reclaim()
-		} else {
-			err = v.pool.Restock()
+			if _, e := v.pool.Reclaim(); e != nil && !errors.Is(e, prism.ErrPoolFull) {
+				err = e
+			}
 		}
 		switch {
 		case errors.Is(err, prism.ErrPoolFull):
