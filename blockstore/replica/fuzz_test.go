@@ -15,7 +15,7 @@ import (
 func FuzzUnmarshal(f *testing.F) {
 	l := blockstore.Layout{BlockSize: 4096, Blocks: 100, Replicas: []string{"a:1", "b:2", "c:3"}}
 	lb, _ := replica.MarshalLayout(l)
-	ib, _ := replica.Info{Layout: l, RKey: 7, Slots: 1 << 20, Zero: 1<<20 + 1600, Ring: 1<<20 + 1 << 16, RingSlots: 64, BufSize: 8192}.Marshal()
+	ib, _ := replica.Info{Layout: l, RKey: 7, Slots: 1 << 20, Zero: 1<<20 + 1600, Ring: 1<<20 + 1<<16, RingSlots: 64, BufSize: 8192}.Marshal()
 	f.Add(lb)
 	f.Add(ib)
 	f.Add([]byte{})
