@@ -72,6 +72,20 @@
 // client's rpc MaxMessage must be at least MaxMessage(BlockSize) for
 // MethodRead and MethodWrite, and MaxInfo+rpc.Header for the others.
 //
+// # Serving a replica
+//
+// A replica is a memory node serving this package's Service:
+//
+//	srv, err := memnode.Start(ctx, memnode.Config{Device: "tcp://10.0.0.1:0", CM: "10.0.0.1:7000",
+//		NewService: replica.Service(replica.Config{MaxMemory: 4 << 30}, nil)})
+//
+// Clients dial its CM address (the address that goes in the volume's
+// replica list) with memnode.Hello{Service: replica.Name} as the private
+// data, QPCap queues, full access and ClientTimeout (see
+// blockstore/prismrs), and talk to it with an rpc.Client whose
+// MaxMessage is at most MaxMessage(Config.MaxBlockSize) and whose Slots
+// are at most Config.Recvs.
+//
 // # Client ids
 //
 // Writers' tags carry their client id, so two live writers must not
