@@ -29,7 +29,7 @@ const (
 	offTail    = 32 // the return ring's tail (FETCH_AND_ADD result)
 	offData    = 64 // a ⟨tag | data⟩ buffer: read, or written by ALLOCATE
 	returnMax  = 64 // buffers returned per list
-	scratchPtr = 0 // the scratch area: ⟨allocated address, new tag⟩, the CAS's swap operand
+	scratchPtr = 0  // the scratch area: ⟨allocated address, new tag⟩, the CAS's swap operand
 	scratchTag = 8
 )
 
