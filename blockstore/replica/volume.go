@@ -116,13 +116,21 @@ func newVolume(pd verbs.PD, l blockstore.Layout, cfg Config, cpu *atomic.Int64) 
 	return v, nil
 }
 
+// maxIdle is the longest the restock loop sleeps while nothing happens.
+const maxIdle = 2 * time.Millisecond
+
 // restock keeps the free list stocked and recycles the buffers clients
-// return, after quiescing the NIC (prism.Pool.Reclaim).
+// return, after quiescing the NIC (prism.Pool.Reclaim): every
+// Config.Restock while clients allocate or return buffers, less and less
+// often (down to every maxIdle) while nobody does.
 func (v *volume) restock() {
 	defer close(v.done)
-	t := time.NewTicker(v.cfg.Restock)
+	fl, _ := v.mr.(verbs.FreeLists) // NewPool checked
+	every := v.cfg.Restock
+	t := time.NewTimer(every)
 	defer t.Stop()
 	full := false
+	last := -1 // the free list's length after the last pass
 	for {
 		select {
 		case <-v.stop:
@@ -130,14 +138,17 @@ func (v *volume) restock() {
 		case <-t.C:
 		}
 		t0 := time.Now()
-		if _, err := v.ring.Drain(v.pool); err != nil {
+		idle := fl.FreeLen(v.info.Queue) == last
+		n, err := v.ring.Drain(v.pool)
+		if err != nil {
 			slog.Warn("replica: return ring", "err", err)
 		}
 		// Top the free list up first, from carved memory while the
 		// region has room: a Reclaim waits for the NIC to quiesce, and
 		// the writes' ALLOCATEs must not find the list empty meanwhile.
-		err := v.pool.Restock()
+		err = v.pool.Restock()
 		if v.pool.Pending() > 0 {
+			idle = false
 			if _, e := v.pool.Reclaim(); e != nil && !errors.Is(e, prism.ErrPoolFull) {
 				err = e
 			}
@@ -151,6 +162,13 @@ func (v *volume) restock() {
 		case err != nil:
 			slog.Warn("replica: restock", "err", err)
 		}
+		last = fl.FreeLen(v.info.Queue)
+		if idle && n == 0 {
+			every = min(2*every, max(maxIdle, v.cfg.Restock))
+		} else {
+			every = v.cfg.Restock
+		}
+		t.Reset(every)
 		v.cpu.Add(int64(time.Since(t0)))
 	}
 }
