@@ -12,7 +12,6 @@ import (
 	"github.com/rdmakit/rdmakit/blockstore"
 	"github.com/rdmakit/rdmakit/blockstore/replica"
 	"github.com/rdmakit/rdmakit/cm"
-	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/prism"
 	"github.com/rdmakit/rdmakit/rpc"
 	"github.com/rdmakit/rdmakit/verbs"
@@ -100,9 +99,7 @@ func (c *Client) dial(ctx context.Context, idx int, addr string) (*rconn, error)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := cm.Dial(ctx, c.dev, addr, cm.Options{PD: c.pd, SendCQ: cq, RecvCQ: cq, Cap: replica.QPCap, Access: verbs.AccessAll,
-		MinRNRTimer: replica.ClientMinRNR, RNRRetry: replica.ClientRNRRetry, Timeout: c.cfg.Timeout,
-		PrivateData: memnode.Hello{Service: replica.Name, Token: c.cfg.Token}.Marshal()})
+	conn, err := cm.Dial(ctx, c.dev, addr, replica.DialOptions(c.pd, cq, c.cfg.Token, c.cfg.Timeout))
 	if err != nil {
 		cq.Destroy()
 		return nil, fmt.Errorf("replica %s: %w", addr, err)

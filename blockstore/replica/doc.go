@@ -80,11 +80,9 @@
 //		NewService: replica.Service(replica.Config{MaxMemory: 4 << 30}, nil)})
 //
 // Clients dial its CM address (the address that goes in the volume's
-// replica list) with memnode.Hello{Service: replica.Name} as the private
-// data, QPCap queues, full access and ClientTimeout (see
-// blockstore/prismrs), and talk to it with an rpc.Client whose
-// MaxMessage is at most MaxMessage(Config.MaxBlockSize) and whose Slots
-// are at most Config.Recvs.
+// replica list) with DialOptions, and talk to it with an rpc.Client
+// whose MaxMessage is at most MaxMessage(Config.MaxBlockSize) and whose
+// Slots are at most Config.Recvs.
 //
 // # Client ids
 //

@@ -48,8 +48,7 @@ func startC(t *testing.T, cfg replica.Config) (srv *memnode.Server, dial func() 
 		}
 		pd, _ := dev.AllocPD()
 		cq, _ := dev.CreateCQ(256)
-		conn, err := cm.Dial(context.Background(), dev, srv.Info().CM, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: replica.QPCap,
-			Access: verbs.AccessAll, PrivateData: memnode.Hello{Service: replica.Name}.Marshal()})
+		conn, err := cm.Dial(context.Background(), dev, srv.Info().CM, replica.DialOptions(pd, cq, "", 0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -85,6 +85,20 @@ const (
 	ClientRNRRetry = 6
 )
 
+// DialOptions are the cm options of a client's connection to a replica:
+// a QP in pd whose completions go to cq, QPCap queues, full access, the
+// RNR pacing a write's ALLOCATE needs when the free list is momentarily
+// empty, retry timeout timeout (ClientTimeout when 0), and the Hello
+// asking for the block store with token.
+func DialOptions(pd verbs.PD, cq verbs.CQ, token string, timeout time.Duration) cm.Options {
+	if timeout <= 0 {
+		timeout = ClientTimeout
+	}
+	return cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: QPCap, Access: verbs.AccessAll,
+		MinRNRTimer: ClientMinRNR, RNRRetry: ClientRNRRetry, Timeout: timeout,
+		PrivateData: memnode.Hello{Service: Name, Token: token}.Marshal()}
+}
+
 // Replica is one replica of one volume as a memnode.Service: the
 // memory node serves its connections (handshake, token, liveness,
 // release), and the replica answers its RPCs and holds the volume.
