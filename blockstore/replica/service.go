@@ -31,7 +31,11 @@ type Config struct {
 	MaxMemory int64
 	// Spare is how many buffers beyond one per block the region holds
 	// (default 4096): the free list's stock and the replaced buffers on
-	// their way back.
+	// their way back, so at least Stock plus each writing client's
+	// return batch (prismrs.Config.ReturnBatch, 32) plus the writes in
+	// flight. When every buffer is taken a write's ALLOCATE is refused
+	// like a receiver-not-ready, retried, and then fails its client's
+	// connection (which the client dials again).
 	Spare int
 	// Stock is how many free buffers the node keeps posted (default 256).
 	Stock int
