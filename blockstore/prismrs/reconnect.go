@@ -42,6 +42,13 @@ func (c *Client) reconnect(i int, old *rconn) {
 			}
 			r, err := c.rejoin(i)
 			if err == nil {
+				if old != nil && old.info.RKey == r.info.RKey && old.info.Slots == r.info.Slots {
+					// The same region: the buffers the old connection
+					// had not returned yet are the replica's still.
+					for _, b := range old.takeReturns() {
+						r.giveBack(b.Addr)
+					}
+				}
 				c.reps[i].CompareAndSwap(old, r)
 				c.signal()
 				return
