@@ -5,7 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,7 +37,7 @@ func startC(t *testing.T, cfg replica.Config) (srv *memnode.Server, dial func() 
 	t.Helper()
 	fabric := fmt.Sprintf("replica-test-%d", seq.Add(1))
 	srv, err := memnode.Start(context.Background(), memnode.Config{Device: "loop://" + fabric + "/r", CM: "127.0.0.1:0",
-		Probe: 5 * time.Millisecond, NewService: replica.Service(cfg, nil), Logger: slog.New(slog.DiscardHandler)})
+		Probe: 5 * time.Millisecond, Metrics: "127.0.0.1:0", NewService: replica.Service(cfg, nil), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +249,39 @@ func TestABDMethods(t *testing.T) {
 	for _, m := range []uint16{replica.MethodRead, replica.MethodReadTag, replica.MethodWrite} {
 		if _, err := call(c, m, []byte{1, 2}); !errors.Is(err, blockstore.ErrProtocol) {
 			t.Errorf("method %d, 2 bytes: %v", m, err)
+		}
+	}
+}
+
+// TestMetrics: the replica's /metrics count its volume, RPC calls and
+// CPU.
+func TestMetrics(t *testing.T) {
+	srv, dial := start(t, replica.Config{})
+	c := dial()
+	req, _ := replica.MarshalLayout(blockstore.Layout{BlockSize: 512, Blocks: 4, Replicas: []string{"x"}})
+	if _, err := call(c, replica.MethodCreate, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(c, replica.MethodWrite, append(u64s(2, 5), make([]byte, 512)...)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := call(c, replica.MethodRead, u64s(2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.Get(srv.Info().Metrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"rdmakit_blockstore_blocks 4", "rdmakit_blockstore_block_size_bytes 512",
+		`rdmakit_blockstore_rpc_calls_total{method="write"} 1`, `rdmakit_blockstore_rpc_calls_total{method="read"} 3`,
+		`rdmakit_blockstore_rpc_calls_total{method="create"} 1`, `rdmakit_blockstore_buffers_total{event="carved"}`,
+		`rdmakit_blockstore_cpu_seconds_total{part="rpc"}`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("no %q in /metrics", want)
 		}
 	}
 }

@@ -112,10 +112,16 @@ type Replica struct {
 	pd  verbs.PD
 	cpu atomic.Int64
 
+	// Counters: calls by method, time in handlers.
+	calls    [len(methodNames)]atomic.Uint64
+	rpcNanos atomic.Int64
+
 	mu     sync.Mutex
 	vol    atomic.Pointer[volume]
 	claims map[uint32]*session
 }
+
+var _ memnode.MetricsService = (*Replica)(nil)
 
 // Service returns the memnode.NewServiceFunc of a replica configured by
 // cfg; pass it as memnode.Config.NewService. made, when not nil,
@@ -310,13 +316,24 @@ func (r *Replica) Open() (memnode.Session, error) {
 	}
 	s := &session{r: r, cq: cq,
 		rpc: rpc.NewServer(rpc.ServerConfig{MaxMessage: MaxMessage(r.cfg.MaxBlockSize), Recvs: r.cfg.Recvs})}
-	s.rpc.Handle(MethodInfo, r.info)
-	s.rpc.Handle(MethodCreate, r.create)
-	s.rpc.Handle(MethodClaim, func(req, resp []byte) (int, error) { return r.claim(s, req, resp) })
-	s.rpc.Handle(MethodReadTag, r.readTag)
-	s.rpc.Handle(MethodRead, r.read)
-	s.rpc.Handle(MethodWrite, r.write)
+	s.rpc.Handle(MethodInfo, r.counted(MethodInfo, r.info))
+	s.rpc.Handle(MethodCreate, r.counted(MethodCreate, r.create))
+	s.rpc.Handle(MethodClaim, r.counted(MethodClaim, func(req, resp []byte) (int, error) { return r.claim(s, req, resp) }))
+	s.rpc.Handle(MethodReadTag, r.counted(MethodReadTag, r.readTag))
+	s.rpc.Handle(MethodRead, r.counted(MethodRead, r.read))
+	s.rpc.Handle(MethodWrite, r.counted(MethodWrite, r.write))
 	return s, nil
+}
+
+// counted is h, its calls and time counted.
+func (r *Replica) counted(method uint16, h rpc.Handler) rpc.Handler {
+	return func(req, resp []byte) (int, error) {
+		t0 := time.Now()
+		n, err := h(req, resp)
+		r.rpcNanos.Add(int64(time.Since(t0)))
+		r.calls[method].Add(1)
+		return n, err
+	}
 }
 
 // session is one client connection of a replica.
