@@ -82,6 +82,11 @@ type Client struct {
 	smu     sync.Mutex
 	stopped bool // under smu: no more reconnections
 
+	// issued is, per stripe of blocks, the largest timestamp this client
+	// wrote with: two writes of one block by this client at once never
+	// share a tag (uniqueTS).
+	issued [issuedStripes]atomic.Uint64
+
 	// noWriteBack skips a read's phase 2 (tests' negative control).
 	noWriteBack bool
 	// Counters.
@@ -254,7 +259,7 @@ const maxClaims = 16
 // a majority and refused by none.
 func (c *Client) claim(ctx context.Context) error {
 	for range maxClaims {
-		id := rand.Uint32()
+		id := rand.Uint32() & replica.MaxID
 		req := binary.LittleEndian.AppendUint32(nil, id)
 		var granted, taken atomic.Int32
 		var wg sync.WaitGroup

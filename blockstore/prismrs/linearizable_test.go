@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,11 +49,12 @@ func valueOf(d []byte) (uint64, error) {
 	return v, nil
 }
 
-// TestLinearizable: 16 clients read and write 8 blocks, 20,000
-// operations, while up to f replicas of n = 2f+1 at a time are paused
-// for up to 20 ms; then one is killed for the rest of the run. Every
-// operation completes, no read returns a torn block, and porcupine finds
-// the history linearizable (a register per block). For n = 3 and n = 5.
+// TestLinearizable: 16 clients, each used by two goroutines at once,
+// read and write 8 blocks, 20,000 operations, while up to f replicas of
+// n = 2f+1 at a time are paused for up to 20 ms; then one is killed for
+// the rest of the run. Every operation completes, no read returns a
+// torn block, and porcupine finds the history linearizable (a register
+// per block). For n = 3 and n = 5.
 func TestLinearizable(t *testing.T) {
 	for _, n := range []int{3, 5} {
 		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) { testLinearizable(t, n) })
@@ -85,8 +85,9 @@ func testLinearizable(t *testing.T, n int) {
 		faults <- err
 	}()
 	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for i, c := range cs {
+	errs := make(chan error, 2*clients)
+	for i := range 2 * clients {
+		c := cs[i%clients]
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
 			for done.Add(1) <= ops {
@@ -183,17 +184,16 @@ func injectFaults(b *bed, done *atomic.Uint64, ops uint64, stop <-chan struct{})
 	return pauses, killedAt, f.Kill(b.names[rng.IntN(len(b.names))])
 }
 
-// visualize writes porcupine's rendering of a failed check next to the
-// test's temporary files.
+// visualize writes porcupine's rendering of a failed check to a file
+// that outlives the test.
 func visualize(t *testing.T, info porcupine.LinearizationInfo) {
-	p := filepath.Join(t.TempDir(), "history.html")
-	f, err := os.Create(p)
+	f, err := os.CreateTemp("", "prismrs-history-*.html")
 	if err != nil {
 		return
 	}
 	defer f.Close()
 	if porcupine.Visualize(check.RegisterModel, info, f) == nil {
-		t.Logf("history: %s", p)
+		t.Logf("history: %s", f.Name())
 	}
 }
 

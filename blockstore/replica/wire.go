@@ -21,9 +21,10 @@ const (
 	// volume's Info. Creating the volume the replica already holds, same
 	// layout, succeeds again; another layout fails with ErrExists.
 	MethodCreate = 2
-	// MethodClaim: request u32 client id; response u8 1. The id is this
-	// connection's until it closes (a second claim replaces the first);
-	// an id another connection holds fails with ErrIDTaken.
+	// MethodClaim: request u32 client id, at most MaxID; response u8 1.
+	// The id is this connection's until it closes (a second claim
+	// replaces the first); an id another connection holds fails with
+	// ErrIDTaken.
 	MethodClaim = 3
 	// MethodReadTag (ABD phase 1 of a write): request u64 block;
 	// response u64 tag.
