@@ -82,10 +82,7 @@ type Client struct {
 	smu     sync.Mutex
 	stopped bool // under smu: no more reconnections
 
-	// issued is, per stripe of blocks, the largest timestamp this client
-	// wrote with: two writes of one block by this client at once never
-	// share a tag (uniqueTS).
-	issued [issuedStripes]atomic.Uint64
+	tags replica.Issuer // this client's write tags
 
 	// noWriteBack skips a read's phase 2 (tests' negative control).
 	noWriteBack bool

@@ -3,7 +3,6 @@ package prismrs
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 
 	"github.com/rdmakit/rdmakit/blockstore"
 	"github.com/rdmakit/rdmakit/blockstore/replica"
@@ -56,34 +55,7 @@ func (c *Client) nextTag(ctx context.Context, id uint64) (replica.Tag, error) {
 	if oks < c.quorum {
 		return 0, noQuorum(err, p.failed, oks, c.quorum)
 	}
-	ts := c.uniqueTS(id, latest.TS()+1)
-	if ts > replica.MaxTS {
-		return 0, fmt.Errorf("%w: block %d's timestamp is exhausted", blockstore.ErrProtocol, id)
-	}
-	return replica.MakeTag(ts, c.id), nil
-}
-
-// issuedStripes is how many stripes of blocks share a counter of the
-// timestamps a client issued.
-const issuedStripes = 1024
-
-// uniqueTS returns ts, or more when this client already wrote a block of
-// id's stripe with ts or later: two writes of one block that this client
-// runs at once read the same latest timestamp, and must not both write
-// with the same tag (two values under one tag would let reads disagree
-// on the block's value while agreeing on its tag). A larger timestamp
-// is as good for ABD: any above the majority's latest.
-func (c *Client) uniqueTS(id, ts uint64) uint64 {
-	p := &c.issued[id%issuedStripes]
-	for {
-		last := p.Load()
-		if ts <= last {
-			ts = last + 1
-		}
-		if p.CompareAndSwap(last, ts) {
-			return ts
-		}
-	}
+	return c.tags.Next(id, latest, c.id)
 }
 
 // install is phase 2 of a write, and a read's write-back: at every

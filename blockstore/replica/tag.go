@@ -1,6 +1,11 @@
 package replica
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/rdmakit/rdmakit/blockstore"
+)
 
 // Tag orders a block's values: ⟨timestamp, client id⟩ as one 64-bit
 // number, the timestamp in the high 40 bits and the client id in the low
@@ -29,3 +34,38 @@ func (t Tag) ID() uint32 { return uint32(t & MaxID) }
 
 // String is ⟨ts, id⟩.
 func (t Tag) String() string { return fmt.Sprintf("⟨%d,%#x⟩", t.TS(), t.ID()) }
+
+// Issuer hands out one client's write tags: ABD's ⟨latest timestamp + 1,
+// client id⟩, but never one tag twice for a block. Two writes of a block
+// that one client runs at once read the same latest timestamp; under one
+// tag two values would let reads agree on a block's tag and not on its
+// value. So the issuer remembers, per stripe of blocks, the largest
+// timestamp it issued, and goes above it: any timestamp above the
+// majority's latest is as good for ABD. Safe for concurrent use; the zero
+// value is ready.
+type Issuer struct {
+	issued [issuerStripes]atomic.Uint64
+}
+
+// issuerStripes is how many stripes of blocks share a counter.
+const issuerStripes = 1024
+
+// Next is the tag of client id's next write of block, whose latest tag at
+// a majority is latest. It fails with blockstore.ErrProtocol once the
+// block's timestamps are exhausted (MaxTS).
+func (is *Issuer) Next(block uint64, latest Tag, id uint32) (Tag, error) {
+	p := &is.issued[block%issuerStripes]
+	ts := latest.TS() + 1
+	for {
+		last := p.Load()
+		if ts <= last {
+			ts = last + 1
+		}
+		if ts > MaxTS {
+			return 0, fmt.Errorf("%w: block %d's timestamps are exhausted", blockstore.ErrProtocol, block)
+		}
+		if p.CompareAndSwap(last, ts) {
+			return MakeTag(ts, id), nil
+		}
+	}
+}
