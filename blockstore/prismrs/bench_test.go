@@ -22,7 +22,8 @@ func BenchmarkWrite(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(c.RoundTrips())/float64(b.N), "lists/op")
+			b.ReportMetric(float64(c.RoundTrips())/float64(b.N), "trips/op")
+			b.ReportMetric(float64(c.Lists())/float64(b.N), "lists/op")
 		})
 	}
 }
@@ -39,7 +40,7 @@ func BenchmarkRead(b *testing.B) {
 				}
 			}
 			buf := make([]byte, 0, 4096)
-			t0 := c.RoundTrips()
+			t0, l0 := c.RoundTrips(), c.Lists()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
@@ -47,7 +48,8 @@ func BenchmarkRead(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(c.RoundTrips()-t0)/float64(b.N), "lists/op")
+			b.ReportMetric(float64(c.RoundTrips()-t0)/float64(b.N), "trips/op")
+			b.ReportMetric(float64(c.Lists()-l0)/float64(b.N), "lists/op")
 		})
 	}
 }

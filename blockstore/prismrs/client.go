@@ -21,6 +21,10 @@ type Config struct {
 	// Device is the URI of the client's own device, opened by Dial (the
 	// replicas must reach it: tcp://…, or shm://… on their host).
 	Device string
+	// Dev, when not nil, is the device the client uses instead of
+	// opening Device: many clients of a process can share one. The
+	// client does not close it.
+	Dev verbs.Device
 	// Replicas are the replicas' connection manager addresses
 	// (host:port), as in the volume's layout.
 	Replicas []string
@@ -66,6 +70,7 @@ type Client struct {
 	cfg    Config
 	layout blockstore.Layout
 	dev    verbs.Device
+	ownDev bool // opened by the client: Close closes it
 	pd     verbs.PD
 	reps   []atomic.Pointer[rconn] // by replica index; nil while not connected
 	quorum int
@@ -87,7 +92,7 @@ type Client struct {
 	// noWriteBack skips a read's phase 2 (tests' negative control).
 	noWriteBack bool
 	// Counters.
-	trips, writeBacks atomic.Uint64
+	trips, lists, writeBacks atomic.Uint64
 }
 
 var _ blockstore.Store = (*Client)(nil)
@@ -114,16 +119,21 @@ func open(ctx context.Context, cfg Config, create *blockstore.Layout) (_ *Client
 	if err := blockstore.CheckReplicas(cfg.Replicas); err != nil {
 		return nil, err
 	}
-	dev, err := verbs.Open(cfg.Device)
-	if err != nil {
-		return nil, err
+	dev, own := cfg.Dev, false
+	if dev == nil {
+		if dev, err = verbs.Open(cfg.Device); err != nil {
+			return nil, err
+		}
+		own = true
 	}
 	pd, err := dev.AllocPD()
 	if err != nil {
-		dev.Close()
+		if own {
+			dev.Close()
+		}
 		return nil, err
 	}
-	c := &Client{cfg: cfg, dev: dev, pd: pd, reps: make([]atomic.Pointer[rconn], len(cfg.Replicas)), quorum: blockstore.Quorum(len(cfg.Replicas)),
+	c := &Client{cfg: cfg, dev: dev, ownDev: own, pd: pd, reps: make([]atomic.Pointer[rconn], len(cfg.Replicas)), quorum: blockstore.Quorum(len(cfg.Replicas)),
 		stop: make(chan struct{})}
 	defer func() {
 		if err != nil {
@@ -293,9 +303,14 @@ func (c *Client) Layout() blockstore.Layout { return c.layout }
 // ID is the client's id, the low half of its tags.
 func (c *Client) ID() uint32 { return c.id }
 
-// RoundTrips counts the client's round trips so far: one per replica
-// list posted (every phase posts at every replica it can).
+// RoundTrips counts the round trips the client's operations waited for
+// so far: one per phase, whose lists go to every replica at once (a
+// read 1 or 2, a write 2).
 func (c *Client) RoundTrips() uint64 { return c.trips.Load() }
+
+// Lists counts the lists of one-sided operations the client posted:
+// one per replica a phase reached.
+func (c *Client) Lists() uint64 { return c.lists.Load() }
 
 // Connected is how many replicas the client has a working connection
 // to.
@@ -350,7 +365,10 @@ func (c *Client) Close() error {
 				r.close()
 			}
 		}
-		c.dev.Close()
+		c.pd.Dealloc()
+		if c.ownDev {
+			c.dev.Close()
+		}
 	})
 	return nil
 }

@@ -89,8 +89,9 @@ func (c *Client) acquire(ctx context.Context, targets uint32, need int) (*phase,
 // (if not nil) sees their answers, and their slots are released as they
 // come.
 func (c *Client) run(ctx context.Context, p *phase, build func(r *rconn, s *slot) []verbs.SendWR, take func(res result) bool, late func(res result)) error {
+	c.trips.Add(1)
 	post := func(r *rconn, s *slot) {
-		c.trips.Add(1)
+		c.lists.Add(1)
 		p.out++
 		r.post(s, build(r, s), p.res)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/rdmakit/rdmakit/blockstore"
 	"github.com/rdmakit/rdmakit/blockstore/prismrs"
 	"github.com/rdmakit/rdmakit/blockstore/replica"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // TestReadWrite: blocks read as zeros until written, then as their
@@ -131,5 +132,43 @@ func TestDialErrors(t *testing.T) {
 	defer cancel()
 	if _, err := prismrs.Dial(dctx, b.config()); !errors.Is(err, blockstore.ErrNoQuorum) {
 		t.Errorf("2 of 3 replicas killed: %v", err)
+	}
+}
+
+// TestSharedDevice: clients on one device the caller opened leave it
+// open when they close; each counts its own round trips, a phase one.
+func TestSharedDevice(t *testing.T) {
+	b := newBed(t, 3)
+	b.create(512, 4)
+	dev, err := verbs.Open(b.device("shared"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	ctx := tctx(t)
+	var cs []*prismrs.Client
+	for range 2 {
+		c, err := prismrs.Dial(ctx, prismrs.Config{Dev: dev, Replicas: b.addrs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	if err := cs[0].Write(ctx, 1, block(512, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if trips := cs[0].RoundTrips(); trips != 2 {
+		t.Errorf("a write took %d round trips, want 2", trips)
+	}
+	if lists := cs[0].Lists(); lists < 4 || lists > 6 {
+		t.Errorf("a write posted %d lists, want 4 to 6", lists)
+	}
+	cs[0].Close()
+	if got, err := cs[1].Read(ctx, 1, nil); err != nil || !bytes.Equal(got, block(512, 3)) {
+		t.Fatalf("the other client after the first closed: %v", err)
+	}
+	if trips := cs[1].RoundTrips(); trips != 1 && trips != 2 {
+		t.Errorf("a read took %d round trips", trips)
 	}
 }
