@@ -105,9 +105,16 @@
 //     (replica.MethodClaim) and keeps it only when a majority grants it
 //     and none refuses, so two live clients never share an id (two
 //     majorities meet). The claim ends with the client's connection.
+//     A client is safe for concurrent use: two of its writes of one
+//     block at once read the same latest timestamp, so its tags come
+//     from a replica.Issuer, which never hands out one tag twice for a
+//     block (one tag on two values would let reads agree on the tag
+//     and not on the value).
 //   - A replica that answers garbage (a layout that does not decode, or
-//     disagrees with the others) is refused at Dial with
-//     blockstore.ErrProtocol or ErrNoVolume.
+//     disagrees with the others) is left out at Dial; without a
+//     majority of good ones Dial fails with blockstore.ErrNoVolume, or
+//     ErrNoQuorum wrapping what each replica did wrong (ErrProtocol for
+//     garbage).
 //
 // # Usage
 //
@@ -117,8 +124,9 @@
 //	err = c.Write(ctx, 42, block)     // len(block) == 4096
 //	b, err := c.Read(ctx, 42, nil)
 //
-// A second client calls Dial with the same replica list. The runnable
-// Example runs three replicas and two clients on a loop fabric.
+// A second client calls Dial with the same replica list. Clients of one
+// process may share a device (Config.Dev). The runnable Example runs
+// three replicas and two clients on a loop fabric.
 //
 // # Files
 //
