@@ -266,7 +266,7 @@ const maxClaims = 16
 // a majority and refused by none.
 func (c *Client) claim(ctx context.Context) error {
 	for range maxClaims {
-		id := rand.Uint32() & replica.MaxID
+		id := rand.Uint32()
 		req := binary.LittleEndian.AppendUint32(nil, id)
 		var granted, taken atomic.Int32
 		var wg sync.WaitGroup

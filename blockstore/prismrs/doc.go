@@ -12,7 +12,7 @@
 //
 // Package blockstore/replica: per block a 16-byte slot ⟨buffer address,
 // tag⟩, and ⟨tag | data⟩ buffers that never change while a slot points
-// to them. A tag is ⟨timestamp, client id⟩ (40 and 24 bits) as one integer
+// to them. A tag is ⟨timestamp u32, client id u32⟩ as one integer
 // (replica.Tag), so integer order is ABD's tag order. A block never
 // written points to the replica's zero buffer with tag 0.
 //
@@ -101,7 +101,7 @@
 //     does not see it returns the older value, as if the write had not
 //     happened yet. A buffer allocated by a dead writer but never
 //     installed is lost to its replica.
-//   - Client ids: a client claims a random 24-bit id at every replica
+//   - Client ids: a client claims a random 32-bit id at every replica
 //     (replica.MethodClaim) and keeps it only when a majority grants it
 //     and none refuses, so two live clients never share an id (two
 //     majorities meet). The claim ends with the client's connection.

@@ -40,8 +40,8 @@
 //	│ tag u64 (LE)         │ data, BlockSize bytes        │
 //	└──────────────────────┴──────────────────────────────┘
 //
-// A Tag is ⟨timestamp (40 bits), client id (24 bits)⟩ as one integer,
-// the timestamp high: integer order is ABD's tag order. An indirect READ of a slot
+// A Tag is ⟨timestamp u32, client id u32⟩ as one integer, the timestamp
+// high: integer order is ABD's tag order. An indirect READ of a slot
 // returns the buffer, whose first 8 bytes are its tag. A write ALLOCATEs
 // a buffer holding ⟨tag | data⟩ and installs ⟨address, tag⟩ with a
 // 16-byte masked CAS that compares only the tag word, greater-than: the
@@ -59,7 +59,7 @@
 //
 //	MethodInfo     (1)  ""                          → Info.Marshal
 //	MethodCreate   (2)  MarshalLayout               → Info.Marshal
-//	MethodClaim    (3)  u32 client id ≤ MaxID       → u8 1            (ErrIDTaken)
+//	MethodClaim    (3)  u32 client id               → u8 1            (ErrIDTaken)
 //	MethodReadTag  (4)  u64 block                   → u64 tag
 //	MethodRead     (5)  u64 block                   → u64 tag | data
 //	MethodWrite    (6)  u64 block | u64 tag | data  → u64 previous tag | u8 installed

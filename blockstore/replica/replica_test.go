@@ -168,9 +168,6 @@ func TestClaim(t *testing.T) {
 	if _, err := call(b, replica.MethodClaim, []byte{1}); !errors.Is(err, blockstore.ErrProtocol) {
 		t.Fatalf("a short claim: %v", err)
 	}
-	if _, err := call(b, replica.MethodClaim, binary.LittleEndian.AppendUint32(nil, 1<<24)); !errors.Is(err, blockstore.ErrProtocol) {
-		t.Fatalf("a 25-bit id: %v", err)
-	}
 	// a moves to another id: the first is free.
 	if _, err := call(a, replica.MethodClaim, binary.LittleEndian.AppendUint32(nil, 0xdef)); err != nil {
 		t.Fatal(err)

@@ -236,9 +236,6 @@ func (r *Replica) claim(s *session, req, resp []byte) (int, error) {
 		return 0, fmt.Errorf("%w: a %d-byte claim", blockstore.ErrProtocol, len(req))
 	}
 	id := binary.LittleEndian.Uint32(req)
-	if id > MaxID {
-		return 0, fmt.Errorf("%w: client id %#x has more than 24 bits", blockstore.ErrProtocol, id)
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if o := r.claims[id]; o != nil && o != s {

@@ -8,29 +8,25 @@ import (
 )
 
 // Tag orders a block's values: ⟨timestamp, client id⟩ as one 64-bit
-// number, the timestamp in the high 40 bits and the client id in the low
-// 24, so that comparing two tags as integers compares timestamps first
+// number, the timestamp in the high 32 bits and the client id in the low
+// 32, so that comparing two tags as integers compares timestamps first
 // and breaks ties by client id. Tag 0 is the value of a block never
 // written (zeros).
 type Tag uint64
 
-// Limits of a tag's fields. A block whose timestamp reaches MaxTS takes
-// no more writes (blockstore.ErrProtocol): 10^12 writes.
-const (
-	MaxTS  = 1<<40 - 1
-	MaxID  = 1<<24 - 1
-	idBits = 24
-)
+// MaxTS is the largest timestamp a tag holds: a block whose timestamp
+// reaches it takes no more writes (blockstore.ErrProtocol), after some
+// 4·10^9 writes.
+const MaxTS = 1<<32 - 1
 
-// MakeTag is the tag of timestamp ts (at most MaxTS) and client id (at
-// most MaxID).
-func MakeTag(ts uint64, id uint32) Tag { return Tag(ts<<idBits | uint64(id&MaxID)) }
+// MakeTag is the tag of timestamp ts and client id.
+func MakeTag(ts, id uint32) Tag { return Tag(uint64(ts)<<32 | uint64(id)) }
 
 // TS is the tag's timestamp.
-func (t Tag) TS() uint64 { return uint64(t) >> idBits }
+func (t Tag) TS() uint32 { return uint32(t >> 32) }
 
 // ID is the tag's client id.
-func (t Tag) ID() uint32 { return uint32(t & MaxID) }
+func (t Tag) ID() uint32 { return uint32(t) }
 
 // String is ⟨ts, id⟩.
 func (t Tag) String() string { return fmt.Sprintf("⟨%d,%#x⟩", t.TS(), t.ID()) }
@@ -55,7 +51,7 @@ const issuerStripes = 1024
 // block's timestamps are exhausted (MaxTS).
 func (is *Issuer) Next(block uint64, latest Tag, id uint32) (Tag, error) {
 	p := &is.issued[block%issuerStripes]
-	ts := latest.TS() + 1
+	ts := uint64(latest.TS()) + 1
 	for {
 		last := p.Load()
 		if ts <= last {
@@ -65,7 +61,7 @@ func (is *Issuer) Next(block uint64, latest Tag, id uint32) (Tag, error) {
 			return 0, fmt.Errorf("%w: block %d's timestamps are exhausted", blockstore.ErrProtocol, block)
 		}
 		if p.CompareAndSwap(last, ts) {
-			return MakeTag(ts, id), nil
+			return MakeTag(uint32(ts), id), nil
 		}
 	}
 }

@@ -21,7 +21,7 @@ const (
 	// volume's Info. Creating the volume the replica already holds, same
 	// layout, succeeds again; another layout fails with ErrExists.
 	MethodCreate = 2
-	// MethodClaim: request u32 client id, at most MaxID; response u8 1.
+	// MethodClaim: request u32 client id; response u8 1.
 	// The id is this connection's until it closes (a second claim
 	// replaces the first); an id another connection holds fails with
 	// ErrIDTaken.
