@@ -308,14 +308,16 @@ func (r *Replica) write(req, resp []byte) (int, error) {
 // clientCQ is the depth of a client's CQ at the replica.
 const clientCQ = 1024
 
-// Open implements memnode.Service: a client's CQ and its RPC server.
+// Open implements memnode.Service: a client's CQ and its RPC server,
+// which waits for calls parked (verbs.PollEvent): a replica serves many
+// connections, and their pollers spinning would take its cores.
 func (r *Replica) Open() (memnode.Session, error) {
 	cq, err := r.dev.CreateCQ(clientCQ)
 	if err != nil {
 		return nil, err
 	}
 	s := &session{r: r, cq: cq,
-		rpc: rpc.NewServer(rpc.ServerConfig{MaxMessage: MaxMessage(r.cfg.MaxBlockSize), Recvs: r.cfg.Recvs})}
+		rpc: rpc.NewServer(rpc.ServerConfig{MaxMessage: MaxMessage(r.cfg.MaxBlockSize), Recvs: r.cfg.Recvs, Poll: verbs.PollEvent})}
 	s.rpc.Handle(MethodInfo, r.counted(MethodInfo, r.info))
 	s.rpc.Handle(MethodCreate, r.counted(MethodCreate, r.create))
 	s.rpc.Handle(MethodClaim, r.counted(MethodClaim, func(req, resp []byte) (int, error) { return r.claim(s, req, resp) }))
