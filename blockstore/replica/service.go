@@ -174,6 +174,7 @@ func (r *Replica) Close() error {
 
 // create is MethodCreate.
 func (r *Replica) create(req, resp []byte) (int, error) {
+	defer r.count(MethodCreate, time.Now())
 	l, err := UnmarshalLayout(req)
 	if err != nil {
 		return 0, err
@@ -223,6 +224,7 @@ func (r *Replica) volume() (*volume, error) {
 
 // info is MethodInfo.
 func (r *Replica) info(_, resp []byte) (int, error) {
+	defer r.count(MethodInfo, time.Now())
 	v, err := r.volume()
 	if err != nil {
 		return 0, err
@@ -232,6 +234,7 @@ func (r *Replica) info(_, resp []byte) (int, error) {
 
 // claim is MethodClaim for session s.
 func (r *Replica) claim(s *session, req, resp []byte) (int, error) {
+	defer r.count(MethodClaim, time.Now())
 	if len(req) != 4 {
 		return 0, fmt.Errorf("%w: a %d-byte claim", blockstore.ErrProtocol, len(req))
 	}
@@ -268,6 +271,7 @@ func blockReq(req []byte, n int) (uint64, error) {
 
 // readTag is MethodReadTag.
 func (r *Replica) readTag(req, resp []byte) (int, error) {
+	defer r.count(MethodReadTag, time.Now())
 	v, err := r.volume()
 	if err != nil {
 		return 0, err
@@ -281,6 +285,7 @@ func (r *Replica) readTag(req, resp []byte) (int, error) {
 
 // read is MethodRead.
 func (r *Replica) read(req, resp []byte) (int, error) {
+	defer r.count(MethodRead, time.Now())
 	v, err := r.volume()
 	if err != nil {
 		return 0, err
@@ -294,6 +299,7 @@ func (r *Replica) read(req, resp []byte) (int, error) {
 
 // write is MethodWrite.
 func (r *Replica) write(req, resp []byte) (int, error) {
+	defer r.count(MethodWrite, time.Now())
 	v, err := r.volume()
 	if err != nil {
 		return 0, err
@@ -318,24 +324,20 @@ func (r *Replica) Open() (memnode.Session, error) {
 	}
 	s := &session{r: r, cq: cq,
 		rpc: rpc.NewServer(rpc.ServerConfig{MaxMessage: MaxMessage(r.cfg.MaxBlockSize), Recvs: r.cfg.Recvs, Poll: verbs.PollEvent})}
-	s.rpc.Handle(MethodInfo, r.counted(MethodInfo, r.info))
-	s.rpc.Handle(MethodCreate, r.counted(MethodCreate, r.create))
-	s.rpc.Handle(MethodClaim, r.counted(MethodClaim, func(req, resp []byte) (int, error) { return r.claim(s, req, resp) }))
-	s.rpc.Handle(MethodReadTag, r.counted(MethodReadTag, r.readTag))
-	s.rpc.Handle(MethodRead, r.counted(MethodRead, r.read))
-	s.rpc.Handle(MethodWrite, r.counted(MethodWrite, r.write))
+	s.rpc.Handle(MethodInfo, r.info)
+	s.rpc.Handle(MethodCreate, r.create)
+	s.rpc.Handle(MethodClaim, func(req, resp []byte) (int, error) { return r.claim(s, req, resp) })
+	s.rpc.Handle(MethodReadTag, r.readTag)
+	s.rpc.Handle(MethodRead, r.read)
+	s.rpc.Handle(MethodWrite, r.write)
 	return s, nil
 }
 
-// counted is h, its calls and time counted.
-func (r *Replica) counted(method uint16, h rpc.Handler) rpc.Handler {
-	return func(req, resp []byte) (int, error) {
-		t0 := time.Now()
-		n, err := h(req, resp)
-		r.rpcNanos.Add(int64(time.Since(t0)))
-		r.calls[method].Add(1)
-		return n, err
-	}
+// count counts a call of method that began at t0 (deferred by every
+// handler).
+func (r *Replica) count(method uint16, t0 time.Time) {
+	r.rpcNanos.Add(int64(time.Since(t0)))
+	r.calls[method].Add(1)
 }
 
 // session is one client connection of a replica.
