@@ -22,8 +22,8 @@ func BenchmarkWrite(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(c.RoundTrips())/float64(b.N), "trips/op")
-			b.ReportMetric(float64(c.Lists())/float64(b.N), "lists/op")
+			b.ReportMetric(float64(c.Phases())/float64(b.N), "phases/op")
+			b.ReportMetric(float64(c.RoundTrips())/float64(b.N), "lists/op")
 		})
 	}
 }
@@ -40,7 +40,7 @@ func BenchmarkRead(b *testing.B) {
 				}
 			}
 			buf := make([]byte, 0, 4096)
-			t0, l0 := c.RoundTrips(), c.Lists()
+			p0, l0 := c.Phases(), c.RoundTrips()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
@@ -48,8 +48,8 @@ func BenchmarkRead(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(c.RoundTrips()-t0)/float64(b.N), "trips/op")
-			b.ReportMetric(float64(c.Lists()-l0)/float64(b.N), "lists/op")
+			b.ReportMetric(float64(c.Phases()-p0)/float64(b.N), "phases/op")
+			b.ReportMetric(float64(c.RoundTrips()-l0)/float64(b.N), "lists/op")
 		})
 	}
 }

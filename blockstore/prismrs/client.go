@@ -303,14 +303,16 @@ func (c *Client) Layout() blockstore.Layout { return c.layout }
 // ID is the client's id, the low half of its tags.
 func (c *Client) ID() uint32 { return c.id }
 
-// RoundTrips counts the round trips the client's operations waited for
-// so far: one per phase, whose lists go to every replica at once (a
-// read 1 or 2, a write 2).
-func (c *Client) RoundTrips() uint64 { return c.trips.Load() }
+// RoundTrips counts the requests the client sent so far: one list of
+// one-sided operations per replica a phase reached (a read that needs no
+// write-back is 3 on 3 replicas, all in parallel; a write 6), as
+// blockstore/abdrpc counts its calls.
+func (c *Client) RoundTrips() uint64 { return c.lists.Load() }
 
-// Lists counts the lists of one-sided operations the client posted:
-// one per replica a phase reached.
-func (c *Client) Lists() uint64 { return c.lists.Load() }
+// Phases counts the round trips the client's operations waited for: one
+// per phase, whose lists go to every replica at once (a read 1 or 2, a
+// write 2).
+func (c *Client) Phases() uint64 { return c.trips.Load() }
 
 // Connected is how many replicas the client has a working connection
 // to.

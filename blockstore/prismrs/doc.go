@@ -67,8 +67,9 @@
 //     once; the operation waits for the fastest majority.
 //   - Returning replaced buffers: batched in the background, ReturnBatch
 //     (32) per replica or every 10 ms; one FETCH_AND_ADD and one CAS per
-//     buffer on the replica's return ring. RoundTrips counts the phases
-//     only, Lists the phases' lists.
+//     buffer on the replica's return ring. Phases counts the phases,
+//     RoundTrips their lists (one per replica reached), neither the
+//     returns.
 //   - Replica CPU: none per operation. The replica's restock loop tops
 //     its free list up and recycles returned buffers after quiescing its
 //     NIC (replica.Replica.CPU).
