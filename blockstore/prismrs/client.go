@@ -40,6 +40,16 @@ type Config struct {
 	// Poll is how the client's completion pollers wait (default
 	// adaptive).
 	Poll verbs.PollPolicy
+	// Thrifty sends each phase to a majority of the replicas only, the
+	// first of the replica list, instead of to all of them: a third less
+	// work for the replicas (n = 3) and no write-back between clients that
+	// agree on the order. A phase turns to the other replicas when one
+	// of the first fails or has not answered within ThriftyWait (default
+	// 1 ms) or 4 times the phases' moving average, whichever is longer.
+	// The replicas left out fall behind, and are brought up to date by
+	// the reads that meet them.
+	Thrifty     bool
+	ThriftyWait time.Duration
 	// Timeout is the connections' retry timeout (default
 	// replica.ClientTimeout): a replica that answers nothing for 8 times
 	// as long loses its connection, which the client then dials again
@@ -53,6 +63,9 @@ func (c *Config) defaults() {
 	}
 	if c.Slots > int(verbs.LowMask) {
 		c.Slots = int(verbs.LowMask)
+	}
+	if c.ThriftyWait <= 0 {
+		c.ThriftyWait = time.Millisecond
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = replica.ClientTimeout
@@ -93,6 +106,7 @@ type Client struct {
 	noWriteBack bool
 	// Counters.
 	trips, lists, writeBacks atomic.Uint64
+	phaseAvg                 atomic.Int64 // moving average of a phase's duration, ns
 }
 
 var _ blockstore.Store = (*Client)(nil)

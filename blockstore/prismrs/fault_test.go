@@ -227,3 +227,38 @@ func TestReconnect(t *testing.T) {
 		t.Fatalf("read through the reconnected replica: %v", err)
 	}
 }
+
+// TestThrifty: thrifty phases go to the first majority only, and to the
+// others when one of it is paused, then killed.
+func TestThrifty(t *testing.T) {
+	b := newBed(t, 3)
+	b.thrifty = true
+	c := b.create(512, 4)
+	ctx := tctx(t)
+	for i := range 10 {
+		if err := c.Write(ctx, uint64(i%4), block(512, byte(i))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Read(ctx, uint64(i%4), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p, l := c.Phases(), c.RoundTrips(); l != 2*p {
+		t.Errorf("%d phases posted %d lists, want 2 each", p, l)
+	}
+	if c.WriteBacks() != 0 {
+		t.Errorf("%d write-backs with every phase on the same majority", c.WriteBacks())
+	}
+	f := b.fab()
+	f.Pause(b.names[0])
+	if err := c.Write(ctx, 1, block(512, 50)); err != nil {
+		t.Fatalf("write with the first replica paused: %v", err)
+	}
+	f.Resume(b.names[0])
+	f.Kill(b.names[1])
+	for i := range 5 {
+		if got, err := c.Read(ctx, 1, nil); err != nil || !bytes.Equal(got, block(512, 50)) {
+			t.Fatalf("read %d with the second replica killed: %v", i, err)
+		}
+	}
+}

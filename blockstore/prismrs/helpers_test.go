@@ -12,7 +12,6 @@ import (
 	"github.com/rdmakit/rdmakit/blockstore/replica"
 	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/transport/loop"
-	"github.com/rdmakit/rdmakit/verbs"
 )
 
 var seq atomic.Int64
@@ -27,6 +26,7 @@ type bed struct {
 	servers  []*memnode.Server
 	replicas []*replica.Replica
 	clients  atomic.Int64
+	thrifty  bool // clients send phases to a majority first (Config.Thrifty)
 }
 
 func newBed(t testing.TB, n int) *bed { return newBedOn(t, "loop", n) }
@@ -62,7 +62,7 @@ func (b *bed) fab() *loop.Fabric { return loop.Get(b.fabric) }
 
 // config is a new client's configuration.
 func (b *bed) config() prismrs.Config {
-	return prismrs.Config{Device: b.device(fmt.Sprintf("c%d", b.clients.Add(1))), Replicas: b.addrs, Poll: testPoll}
+	return prismrs.Config{Device: b.device(fmt.Sprintf("c%d", b.clients.Add(1))), Replicas: b.addrs, Thrifty: b.thrifty}
 }
 
 // create creates the volume and returns its first client.
@@ -109,5 +109,3 @@ func tctx(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-var testPoll verbs.PollPolicy

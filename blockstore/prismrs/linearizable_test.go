@@ -54,14 +54,17 @@ func valueOf(d []byte) (uint64, error) {
 // n = 2f+1 at a time are paused for up to 20 ms; then one is killed for
 // the rest of the run. Every operation completes, no read returns a
 // torn block, and porcupine finds the history linearizable (a register
-// per block). For n = 3 and n = 5.
+// per block). For n = 3 and n = 5, and for n = 3 with thrifty phases.
 func TestLinearizable(t *testing.T) {
-	for _, n := range []int{3, 5} {
-		t.Run(fmt.Sprintf("n=%d", n), func(t *testing.T) { testLinearizable(t, n) })
+	for _, c := range []struct {
+		n       int
+		thrifty bool
+	}{{3, false}, {5, false}, {3, true}} {
+		t.Run(fmt.Sprintf("n=%d/thrifty=%v", c.n, c.thrifty), func(t *testing.T) { testLinearizable(t, c.n, c.thrifty) })
 	}
 }
 
-func testLinearizable(t *testing.T, n int) {
+func testLinearizable(t *testing.T, n int, thrifty bool) {
 	const (
 		clients = 16
 		blocks  = 8
@@ -69,6 +72,7 @@ func testLinearizable(t *testing.T, n int) {
 		ops     = 20000
 	)
 	b := newBed(t, n)
+	b.thrifty = thrifty
 	cs := []*prismrs.Client{b.create(bs, blocks)}
 	for len(cs) < clients {
 		cs = append(cs, b.dial())
@@ -132,11 +136,12 @@ func testLinearizable(t *testing.T, n int) {
 	if t.Failed() {
 		return
 	}
-	var wb uint64
+	var wb, phases, lists uint64
 	for _, c := range cs {
-		wb += c.WriteBacks()
+		wb, phases, lists = wb+c.WriteBacks(), phases+c.Phases(), lists+c.RoundTrips()
 	}
-	t.Logf("%d operations, %d pauses, a replica killed after %d operations, %d reads wrote back", h.Len(), pauses, killedAt, wb)
+	t.Logf("%d operations, %d pauses, a replica killed after %d operations, %d reads wrote back, %.2f lists per phase",
+		h.Len(), pauses, killedAt, wb, float64(lists)/float64(phases))
 	if h.Len() < ops || pauses < 5 || killedAt == 0 || killedAt >= ops {
 		t.Fatalf("%d operations recorded, %d pauses, killed after %d: not the schedule wanted", h.Len(), pauses, killedAt)
 	}
