@@ -90,5 +90,8 @@
 // share one. A client claims a random id at every replica
 // (MethodClaim) and keeps it only if a majority grants it and none
 // refuses: two claims of one id meet at some replica of any two
-// majorities. A claim lasts as long as its connection.
+// majorities. A claim lasts as long as its connection. Within a client,
+// two writes of one block at once read the same latest tag: Issuer hands
+// out their tags so that they never share one (one tag on two values
+// would let reads agree on a block's tag and not on its value).
 package replica
