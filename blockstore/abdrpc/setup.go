@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
+	"time"
 
 	"github.com/rdmakit/rdmakit/blockstore"
 	"github.com/rdmakit/rdmakit/blockstore/replica"
@@ -31,7 +31,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 
 // setup is Dial's work on an open client.
 func (c *Client) setup(ctx context.Context) error {
-	if err := c.connectAll(ctx, c.dialInfo, false); err != nil {
+	if err := c.connectAll(ctx, c.dialInfo, false, false); err != nil {
 		return err
 	}
 	l, err := c.learnLayout(ctx)
@@ -42,7 +42,7 @@ func (c *Client) setup(ctx context.Context) error {
 	c.layout = l
 	c.msg = max(replica.MaxMessage(l.BlockSize), infoMessage)
 	c.ops.New = c.newDataOp
-	if err := c.connectAll(ctx, c.connect, true); err != nil {
+	if err := c.connectAll(ctx, c.connect, true, false); err != nil {
 		return err
 	}
 	if err := c.claim(ctx); err != nil {
@@ -63,31 +63,52 @@ func (c *Client) dialInfo(ctx context.Context, m *member) (*link, error) {
 }
 
 // connectAll connects to every replica at once with connect; a
-// majority must succeed. watch installs the connections as the data
-// path's (watched, re-dialed when they fail).
-func (c *Client) connectAll(ctx context.Context, connect func(context.Context, *member) (*link, error), watch bool) error {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
+// majority must succeed. The others get a grace period (twice what the
+// majority took, at least connectGrace) and are then given up: a paused
+// replica must not hold up Dial, and once it is ready the client
+// re-dials them in the background. watch installs the connections as
+// the data path's (watched, re-dialed when they fail). waitAll waits
+// for every replica instead (within ctx).
+func (c *Client) connectAll(ctx context.Context, connect func(context.Context, *member) (*link, error), watch, waitAll bool) error {
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		m   *member
+		l   *link
+		err error
+	}
+	res := make(chan result, len(c.reps))
+	for _, m := range c.reps {
+		go func() {
+			l, err := connect(cctx, m)
+			res <- result{m, l, err}
+		}()
+	}
+	start := time.Now()
 	var errs []error
 	up := 0
-	for _, m := range c.reps {
-		wg.Go(func() {
-			l, err := connect(ctx, m)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("replica %s: %w", m.addr, err))
-				return
-			}
-			up++
-			if watch {
-				c.install(m, l)
-			} else {
-				m.link.Store(l)
-			}
-		})
+	var grace <-chan time.Time
+	for range c.reps {
+		var r result
+		select {
+		case r = <-res:
+		case <-grace:
+			cancel()
+			r = <-res
+		}
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("replica %s: %w", r.m.addr, r.err))
+			continue
+		}
+		if up++; up == c.q && !waitAll {
+			grace = time.After(max(connectGrace, 2*time.Since(start)))
+		}
+		if watch {
+			c.install(r.m, r.l)
+		} else {
+			r.m.link.Store(r.l)
+		}
 	}
-	wg.Wait()
 	if up < c.q {
 		return fmt.Errorf("%w: %d of %d replicas reachable: %w", blockstore.ErrNoQuorum, up, len(c.reps), errors.Join(errs...))
 	}
@@ -96,6 +117,10 @@ func (c *Client) connectAll(ctx context.Context, connect func(context.Context, *
 	}
 	return nil
 }
+
+// connectGrace is the least a replica slower than a majority is waited
+// for when connecting.
+const connectGrace = 20 * time.Millisecond
 
 // dropAll closes every connection (the setup connections).
 func (c *Client) dropAll() {
@@ -193,7 +218,7 @@ func Create(ctx context.Context, cfg Config, l blockstore.Layout) error {
 		return err
 	}
 	defer c.Close()
-	if err := c.connectAll(ctx, c.dialInfo, false); err != nil {
+	if err := c.connectAll(ctx, c.dialInfo, false, true); err != nil {
 		return fmt.Errorf("abdrpc: create: %w", err)
 	}
 	o := c.newOp(len(req), replica.MaxInfo, 0, 0)
