@@ -233,3 +233,20 @@ func TestCloseInFlight(t *testing.T) {
 		t.Fatal("the write in flight still waits after Close")
 	}
 }
+
+// TestCreateMajority: a volume is created when a majority of the
+// replicas can take it, and not otherwise.
+func TestCreateMajority(t *testing.T) {
+	cl := startCluster(t, 3, "", nil)
+	cl.srvs[2].Close()
+	cl.create(512, 8)
+	writeRead(t, cl.dial(), 3)
+
+	cl = startCluster(t, 3, "", nil)
+	cl.srvs[1].Close()
+	cl.srvs[2].Close()
+	err := abdrpc.Create(ctx5(t), cl.config(), blockstore.Layout{BlockSize: 512, Blocks: 8})
+	if !errors.Is(err, blockstore.ErrNoQuorum) {
+		t.Fatalf("create with 2 of 3 replicas gone: %v", err)
+	}
+}

@@ -111,6 +111,7 @@ func TestNoQuorum(t *testing.T) {
 		if d := time.Since(start); d > time.Second {
 			t.Errorf("%s took %v with a 200 ms deadline", what, d)
 		}
+		t.Logf("%s: %v", what, err)
 	}
 	check("write", func(ctx context.Context) error { return c.Write(ctx, 0, make([]byte, 512)) })
 	check("read", func(ctx context.Context) error { _, err := c.Read(ctx, 0, nil); return err })

@@ -125,11 +125,11 @@ func (o *op) run(ctx context.Context, p *phase) error {
 	all := uint32(1)<<n - 1
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the stragglers' calls end
-	t := tally{final: p.skip, left: n - bits.OnesCount32(p.skip), need: p.need}
+	t := tally{final: p.skip, skip: p.skip, left: n - bits.OnesCount32(p.skip), need: p.need}
 	req := o.req[p.num][:p.reqLen]
 	for {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%w: %w", blockstore.ErrNoQuorum, errors.Join(append(t.errs, err)...))
+			return t.timeout(err)
 		}
 		up := c.upSignal()
 		waiting := false
@@ -176,12 +176,23 @@ func (o *op) run(ctx context.Context, p *phase) error {
 
 // tally is where a phase stands.
 type tally struct {
-	final    uint32 // replicas that answered (or failed for good)
+	final    uint32 // replicas that answered (or failed for good), or were skipped
+	skip     uint32 // replicas the phase does not ask
 	inflight uint32 // replicas with a call in flight
 	failed   int
 	left     int // replicas the phase asks
 	need     int
 	errs     []error
+}
+
+// timeout is the phase's error when its context ended with err.
+func (t *tally) timeout(err error) error {
+	answered := bits.OnesCount32(t.final&^t.skip) - t.failed
+	err = fmt.Errorf("%w: %d of %d replicas answered before the context ended: %w", blockstore.ErrNoQuorum, answered, t.left, err)
+	if len(t.errs) > 0 {
+		err = fmt.Errorf("%w; %w", err, errors.Join(t.errs...))
+	}
+	return err
 }
 
 // fail counts replica rep as failed for good; an error when too few
