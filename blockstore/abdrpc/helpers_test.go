@@ -31,7 +31,7 @@ var small = replica.Config{MaxMemory: 16 << 20, Spare: 64, Stock: 16, ReturnSlot
 // cluster is n replicas, each a memnode server on one loop fabric
 // (nodes r0, r1, …), and the clients' devices on it.
 type cluster struct {
-	t       *testing.T
+	t       testing.TB
 	fabric  string
 	token   string
 	srvs    []*memnode.Server
@@ -41,7 +41,7 @@ type cluster struct {
 
 // startCluster serves n replicas; newService, when not nil, serves
 // replica i instead of a real replica.
-func startCluster(t *testing.T, n int, token string, newService func(i int) memnode.NewServiceFunc) *cluster {
+func startCluster(t testing.TB, n int, token string, newService func(i int) memnode.NewServiceFunc) *cluster {
 	t.Helper()
 	cl := &cluster{t: t, fabric: fmt.Sprintf("abdrpc-%d", seq.Add(1)), token: token}
 	for i := range n {
