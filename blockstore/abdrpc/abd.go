@@ -70,7 +70,7 @@ func (c *Client) Read(ctx context.Context, id uint64, dst []byte) ([]byte, error
 		return dst, fmt.Errorf("abdrpc: read block %d: %w", id, err)
 	}
 	data := o.resp[0][best][replica.BufHead : replica.BufHead+bs]
-	if atMax < c.q {
+	if atMax < c.q && !c.noWriteBack {
 		if err := c.writePhase(ctx, o, id, newest, data, holders, atMax); err != nil {
 			return dst, fmt.Errorf("abdrpc: read block %d: write-back of %v: %w", id, newest, err)
 		}

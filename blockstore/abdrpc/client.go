@@ -113,6 +113,9 @@ type Client struct {
 	id     uint32 // the claimed client id, in every write's tag
 	ready  atomic.Bool
 	ops    sync.Pool // *op for Read and Write
+	// noWriteBack drops reads' write-back phase: only the negative
+	// control of the linearizability tests sets it (export_test.go).
+	noWriteBack bool
 
 	upMu sync.Mutex
 	up   chan struct{} // closed (and replaced) when a replica comes back

@@ -68,6 +68,51 @@ func (cl *cluster) config() abdrpc.Config {
 		Token: cl.token, Logger: discard}
 }
 
+// dialAs connects a client whose device is node name of the fabric.
+func (cl *cluster) dialAs(name string) *abdrpc.Client {
+	cl.t.Helper()
+	cfg := cl.config()
+	cfg.Device = fmt.Sprintf("loop://%s/%s", cl.fabric, name)
+	c, err := abdrpc.Dial(ctx5(cl.t), cfg)
+	if err != nil {
+		cl.t.Fatal(err)
+	}
+	cl.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// rawWrite calls MethodWrite of ⟨tag, data⟩ at replica rep alone, as a
+// writer that died half-way through its second phase leaves it.
+func (cl *cluster) rawWrite(rep int, id uint64, tag replica.Tag, data []byte) {
+	t := cl.t
+	t.Helper()
+	dev, err := verbs.Open(fmt.Sprintf("loop://%s/raw%d", cl.fabric, cl.clients.Add(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	pd, _ := dev.AllocPD()
+	cq, _ := dev.CreateCQ(64)
+	defer cq.Destroy()
+	ctx := ctx5(t)
+	conn, err := cm.Dial(ctx, dev, cl.addrs[rep], cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: replica.QPCap,
+		Access: verbs.AccessAll, PrivateData: memnode.Hello{Service: replica.Name, Token: cl.token}.Marshal()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c, err := rpc.NewClient(pd, conn.QP(), cq, rpc.ClientConfig{MaxMessage: replica.MaxMessage(len(data)), Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req := append(binary.LittleEndian.AppendUint64(u64(id, 0), uint64(tag)), data...)
+	resp := make([]byte, 9)
+	if n, err := c.Call(ctx, replica.MethodWrite, req, resp); err != nil || n != 9 || resp[8] != 1 {
+		t.Fatalf("raw write at replica %d: %x, %v", rep, resp[:n], err)
+	}
+}
+
 // fab is the cluster's loop fabric (Pause, Resume, Kill).
 func (cl *cluster) fab() *loop.Fabric { return loop.Get(cl.fabric) }
 
@@ -96,7 +141,7 @@ func (cl *cluster) dial() *abdrpc.Client {
 
 // ctx5 is a context that ends in 5 s: no test operation takes that long
 // unless it hangs.
-func ctx5(t *testing.T) context.Context {
+func ctx5(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	t.Cleanup(cancel)
 	return ctx

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/rdmakit/rdmakit/blockstore/abdrpc"
+	"github.com/rdmakit/rdmakit/blockstore/replica"
 	"github.com/rdmakit/rdmakit/check"
 )
 
@@ -171,4 +173,65 @@ func upAll(cs []*clientT) int {
 		}
 	}
 	return n
+}
+
+// TestWriteBackNeeded is the negative control: a write that reached one
+// replica of three before its writer died, a read through that replica
+// and another, then a read through the two others. With the write-back
+// the second read returns the partial write's value too, and the
+// history is linearizable; without it (abdrpc.SkipWriteBack) the second
+// read returns the older value, and porcupine finds the history
+// illegal.
+func TestWriteBackNeeded(t *testing.T) {
+	for _, writeBack := range []bool{true, false} {
+		t.Run(fmt.Sprintf("write-back=%v", writeBack), func(t *testing.T) {
+			cl := startCluster(t, 3, "", nil)
+			cl.create(512, 1)
+			w, a, b := cl.dial(), cl.dialAs("a"), cl.dialAs("b")
+			if !writeBack {
+				abdrpc.SkipWriteBack(a)
+				abdrpc.SkipWriteBack(b)
+			}
+			h := check.NewKVHistory()
+			ctx := ctx5(t)
+			rec := func(client int, in check.KVInput, out check.KVOutput, call int64, unknown bool) {
+				h.Add(client, in, out, call, h.Now(), unknown)
+			}
+			read := func(client int, c *abdrpc.Client) string {
+				call := h.Now()
+				got, err := c.Read(ctx, 0, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, err := decode(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec(client, check.KVInput{Kind: check.KVGet, Key: "0"}, check.KVOutput{Value: v, Found: v != ""}, call, false)
+				return v
+			}
+			call := h.Now()
+			if err := w.Write(ctx, 0, value(1, 512)); err != nil {
+				t.Fatal(err)
+			}
+			rec(0, check.KVInput{Kind: check.KVPut, Key: "0", Value: "1"}, check.KVOutput{}, call, false)
+			// The writer that died: its write's outcome is unknown.
+			rec(1, check.KVInput{Kind: check.KVPut, Key: "0", Value: "2"}, check.KVOutput{}, h.Now(), true)
+			cl.rawWrite(0, 0, replica.MakeTag(1000, 1), value(2, 512))
+			f := cl.fab()
+			f.Partition("a", "r2") // a reads through r0 and r1
+			if v := read(2, a); v != "2" {
+				t.Fatalf("the read through the partly written replica: %q", v)
+			}
+			f.Partition("b", "r0") // b reads through r1 and r2
+			v := read(3, b)
+			res, _ := h.Check(10 * time.Second)
+			switch {
+			case writeBack && (v != "2" || res != porcupine.Ok):
+				t.Fatalf("with the write-back: the later read returns %q, history %v", v, res)
+			case !writeBack && (v != "1" || res != porcupine.Illegal):
+				t.Fatalf("without the write-back: the later read returns %q, history %v (want the older value, Illegal)", v, res)
+			}
+		})
+	}
 }
