@@ -3,6 +3,7 @@ package abdrpc_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/rdmakit/rdmakit/blockstore/abdrpc"
 	"github.com/rdmakit/rdmakit/blockstore/replica"
 	"github.com/rdmakit/rdmakit/memnode"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // TestReadYourWrite: a block never written reads as zeros; a write is
@@ -248,5 +250,42 @@ func TestCreateMajority(t *testing.T) {
 	err := abdrpc.Create(ctx5(t), cl.config(), blockstore.Layout{BlockSize: 512, Blocks: 8})
 	if !errors.Is(err, blockstore.ErrNoQuorum) {
 		t.Fatalf("create with 2 of 3 replicas gone: %v", err)
+	}
+}
+
+// TestClaimRetried: a client whose id a replica refuses claims another.
+func TestClaimRetried(t *testing.T) {
+	var mu sync.Mutex
+	var ids [][]byte
+	var cl *cluster
+	cl = startCluster(t, 1, "", func(int) memnode.NewServiceFunc {
+		return func(dev verbs.Device, pd verbs.PD) (memnode.Service, error) {
+			ns := liarService(func() []string { return cl.addrs }, nil)
+			s, err := ns(dev, pd)
+			if err != nil {
+				return nil, err
+			}
+			s.(*liar).claim = func(req []byte) error {
+				mu.Lock()
+				defer mu.Unlock()
+				ids = append(ids, append([]byte(nil), req...))
+				if len(ids) <= 3 {
+					return replica.ErrIDTaken
+				}
+				return nil
+			}
+			return s, nil
+		}
+	})
+	c := cl.dial()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != 4 || c.ID() != binary.LittleEndian.Uint32(ids[3]) {
+		t.Fatalf("claims %x, client id %#x", ids, c.ID())
+	}
+	for i := range 3 {
+		if bytes.Equal(ids[i], ids[3]) {
+			t.Errorf("the refused id %x claimed again", ids[i])
+		}
 	}
 }

@@ -155,6 +155,7 @@ type liar struct {
 	pd       verbs.PD
 	replicas func() []string
 	answer   map[uint16][]byte
+	claim    func(req []byte) error // when set, decides MethodClaim
 }
 
 // liarService serves a liar of a volume on replicas() (called when a
@@ -181,7 +182,15 @@ func (l *liar) Open() (memnode.Session, error) {
 		b, err := in.Marshal()
 		return copy(resp, b), err
 	})
-	srv.Handle(replica.MethodClaim, func(_, resp []byte) (int, error) { resp[0] = 1; return 1, nil })
+	srv.Handle(replica.MethodClaim, func(req, resp []byte) (int, error) {
+		if l.claim != nil {
+			if err := l.claim(req); err != nil {
+				return 0, err
+			}
+		}
+		resp[0] = 1
+		return 1, nil
+	})
 	for m, a := range l.answer {
 		srv.Handle(m, func(_, resp []byte) (int, error) { return copy(resp, a), nil })
 	}

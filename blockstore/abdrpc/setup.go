@@ -163,9 +163,11 @@ func (c *Client) learnLayout(ctx context.Context) (blockstore.Layout, error) {
 	return found, nil
 }
 
-// claim picks a random client id and claims it at every replica: it is
-// the client's once a majority grants it; a replica that refuses it (a
-// live client holds it) makes the client try another.
+// claim picks a random client id and claims it at every replica
+// connected: it is the client's when a majority grants it and none
+// refuses it (a live client holds it there); else the client tries
+// another. It waits for every replica's answer: the replicas connected
+// answer at once, and one that stalls fails with its connection.
 func (c *Client) claim(ctx context.Context) error {
 	var err error
 	for range claimAttempts {
@@ -182,17 +184,18 @@ func (c *Client) claim(ctx context.Context) error {
 					return false, err
 				}
 				grants++
-				return grants >= c.q, nil
+				return false, nil // done once every replica answered
 			},
 			refuse: func(err error) bool { return errors.Is(err, replica.ErrIDTaken) }})
 		o.release()
-		if err == nil {
+		switch {
+		case errors.Is(err, replica.ErrIDTaken):
+			continue
+		case grants >= c.q:
 			c.id = id
 			return nil
 		}
-		if !errors.Is(err, replica.ErrIDTaken) {
-			return fmt.Errorf("claiming a client id: %w", err)
-		}
+		return fmt.Errorf("claiming a client id: %w", err)
 	}
 	return fmt.Errorf("no free client id in %d tries: %w", claimAttempts, err)
 }
