@@ -40,10 +40,11 @@
 //
 // Two writers must not share a client id, or two writes could carry one
 // tag with different data. Dial picks a random id and claims it at every
-// replica (replica.MethodClaim); it keeps it once a majority grants it,
-// and tries another when a replica refuses it (a live client holds it).
-// A claim lasts as long as its connection; a re-dialed replica is asked
-// again.
+// replica (replica.MethodClaim); it keeps it when a majority grants it
+// and none of the replicas it reached refuses it (a live client holds it
+// there), and tries another id otherwise. A claim lasts as long as its
+// connection; a re-dialed replica is asked again, and one that refuses
+// stays down (re-dialed later).
 //
 // # Calls, stragglers and failures
 //
