@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/rdmakit/rdmakit/blockstore/abdrpc"
 )
 
 // BenchmarkOps: Writes and Reads of 4 KiB blocks by one client of three
@@ -18,17 +20,19 @@ func BenchmarkOps(b *testing.B) {
 	data := bytes.Repeat([]byte{7}, 4096)
 	for _, par := range []int{1, 16} {
 		b.Run("write/par="+strconv.Itoa(par), func(b *testing.B) {
-			run(b, par, func(i uint64) error { return c.Write(context.Background(), i%1024, data) })
+			run(b, c, par, func(i uint64) error { return c.Write(context.Background(), i%1024, data) })
 		})
 		b.Run("read/par="+strconv.Itoa(par), func(b *testing.B) {
-			run(b, par, func(i uint64) error { _, err := c.Read(context.Background(), i%1024, nil); return err })
+			run(b, c, par, func(i uint64) error { _, err := c.Read(context.Background(), i%1024, nil); return err })
 		})
 	}
 }
 
-// run runs op b.N times on par goroutines.
-func run(b *testing.B, par int, op func(i uint64) error) {
+// run runs op b.N times on par goroutines and reports c's calls per
+// operation.
+func run(b *testing.B, c *abdrpc.Client, par int, op func(i uint64) error) {
 	b.ReportAllocs()
+	t0 := c.RoundTrips()
 	var next atomic.Uint64
 	var wg sync.WaitGroup
 	for range par {
@@ -42,4 +46,5 @@ func run(b *testing.B, par int, op func(i uint64) error) {
 		})
 	}
 	wg.Wait()
+	b.ReportMetric(float64(c.RoundTrips()-t0)/float64(b.N), "calls/op")
 }

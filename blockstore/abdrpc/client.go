@@ -116,6 +116,7 @@ type Client struct {
 	// noWriteBack drops reads' write-back phase: only the negative
 	// control of the linearizability tests sets it (export_test.go).
 	noWriteBack bool
+	trips       atomic.Uint64 // calls sent
 
 	upMu sync.Mutex
 	up   chan struct{} // closed (and replaced) when a replica comes back
@@ -171,8 +172,9 @@ func (c *Client) Layout() blockstore.Layout { return c.layout }
 // ID is the client id this client's writes carry in their tags.
 func (c *Client) ID() uint32 { return c.id }
 
-// Up is how many replicas the client is connected to now.
-func (c *Client) Up() int {
+// Connected is how many replicas the client has a working connection
+// to.
+func (c *Client) Connected() int {
 	n := 0
 	for _, m := range c.reps {
 		if m.link.Load() != nil {
@@ -181,6 +183,11 @@ func (c *Client) Up() int {
 	}
 	return n
 }
+
+// RoundTrips counts the client's round trips so far: one per call sent
+// to a replica (every phase calls every replica it can), as
+// blockstore/prismrs counts its lists.
+func (c *Client) RoundTrips() uint64 { return c.trips.Load() }
 
 // spawn runs f on a goroutine Close waits for, unless the client is
 // closed (then it reports false and f does not run).

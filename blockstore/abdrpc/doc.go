@@ -49,9 +49,13 @@
 // # Calls, stragglers and failures
 //
 // Every phase sends its calls to all replicas at once, one goroutine
-// each, and returns at the answers it needs; the calls still in flight
-// are cancelled (package rpc drops their late answers) and let go of the
-// operation's buffers, which the last of them recycles. A replica that
+// each, and returns at the answers it needs. The calls still in flight
+// (the stragglers) go on for a millisecond, so that their requests go
+// out and the slower replicas keep up (a replica left without the
+// writes lags, and costs later reads their write-back), and are then
+// cancelled (package rpc drops their late answers); they let go of the
+// operation's buffers, which the last of them recycles. The stragglers
+// held at once are thus bounded by a millisecond of operations. A replica that
 // answers an error (its handler's, mapped back by replica.MapErr) or
 // garbage (blockstore.ErrProtocol) counts as failed for the phase; the
 // phase fails as soon as a majority can no longer answer. A replica

@@ -124,7 +124,7 @@ type clientT struct {
 	c interface {
 		Read(context.Context, uint64, []byte) ([]byte, error)
 		Write(context.Context, uint64, []byte) error
-		Up() int
+		Connected() int
 	}
 	i   int
 	buf []byte
@@ -168,7 +168,7 @@ func (c *clientT) read(t *testing.T, h *check.KVHistory, id uint64, failed *atom
 func upAll(cs []*clientT) int {
 	n := 0
 	for _, c := range cs {
-		if c.c.Up() == 3 {
+		if c.c.Connected() == 3 {
 			n++
 		}
 	}

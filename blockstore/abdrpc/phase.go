@@ -6,11 +6,16 @@ import (
 	"fmt"
 	"math/bits"
 	"sync/atomic"
+	"time"
 
 	"github.com/rdmakit/rdmakit/blockstore"
 	"github.com/rdmakit/rdmakit/blockstore/replica"
 	"github.com/rdmakit/rdmakit/rpc"
 )
+
+// stragglerLinger is how long the calls still in flight when a phase
+// returns may go on before they are cancelled.
+const stragglerLinger = time.Millisecond
 
 // errDown is a replica that is down when a setup phase asks it.
 var errDown = errors.New("abdrpc: replica down")
@@ -124,8 +129,18 @@ func (o *op) run(ctx context.Context, p *phase) error {
 	n := len(c.reps)
 	all := uint32(1)<<n - 1
 	pctx, cancel := context.WithCancel(ctx)
-	defer cancel() // the stragglers' calls end
 	t := tally{final: p.skip, skip: p.skip, left: n - bits.OnesCount32(p.skip), need: p.need}
+	defer func() {
+		if t.inflight == 0 {
+			cancel()
+			return
+		}
+		// The stragglers' calls end after a while: long enough that
+		// their requests go out (a replica left without the writes it
+		// was sent lags, and costs later reads their write-back), short
+		// enough that those of a replica that does not answer stay few.
+		time.AfterFunc(stragglerLinger, cancel)
+	}()
 	req := o.req[p.num][:p.reqLen]
 	for {
 		if err := ctx.Err(); err != nil {
@@ -148,6 +163,7 @@ func (o *op) run(ctx context.Context, p *phase) error {
 				continue
 			}
 			t.inflight |= bit
+			c.trips.Add(1)
 			o.refs.Add(1)
 			go o.call(pctx, l, p.num, i, p.method, req)
 		}
