@@ -83,6 +83,22 @@ func TestTypedErrors(t *testing.T) {
 			t.Errorf("create on %v: %v", rs, err)
 		}
 	}
+	// The same replicas in another order are the same volume; a list
+	// naming another volume's replica is not.
+	cfg = cl.config()
+	cfg.Replicas = []string{cl.addrs[2], cl.addrs[0], cl.addrs[1]}
+	if d, err := abdrpc.Dial(ctx, cfg); err != nil || d.Layout().Blocks != 4 {
+		t.Errorf("the replicas in another order: %v", err)
+	} else {
+		d.Close()
+	}
+	other := startCluster(t, 1, "", nil)
+	other.create(512, 4)
+	cfg = cl.config()
+	cfg.Replicas = []string{cl.addrs[0], cl.addrs[1], other.addrs[0]}
+	if _, err := abdrpc.Dial(ctx, cfg); !errors.Is(err, blockstore.ErrNoVolume) {
+		t.Errorf("a list that is not the volume's: %v", err)
+	}
 	c := cl.dial()
 	if err := c.Write(ctx, 0, make([]byte, 511)); !errors.Is(err, blockstore.ErrBlockSize) {
 		t.Errorf("write 511 bytes: %v", err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/rdmakit/rdmakit/blockstore"
@@ -132,7 +133,8 @@ func (c *Client) dropAll() {
 }
 
 // learnLayout asks every replica for its volume: a majority must hold
-// the same one.
+// the same one, whose replicas are the ones the client was given (in
+// any order).
 func (c *Client) learnLayout(ctx context.Context) (blockstore.Layout, error) {
 	o := c.newOp(0, replica.MaxInfo, 0, 0)
 	defer o.release()
@@ -143,6 +145,9 @@ func (c *Client) learnLayout(ctx context.Context) (blockstore.Layout, error) {
 			in, err := replica.UnmarshalInfo(b)
 			if err != nil {
 				return false, err
+			}
+			if !sameSet(in.Layout.Replicas, c.cfg.Replicas) {
+				return false, fmt.Errorf("%w: the replica holds a volume of replicas %v", blockstore.ErrNoVolume, in.Layout.Replicas)
 			}
 			k, err := replica.MarshalLayout(in.Layout)
 			if err != nil {
@@ -249,4 +254,18 @@ func Create(ctx context.Context, cfg Config, l blockstore.Layout) error {
 		return nil
 	}
 	return fmt.Errorf("abdrpc: create: %w", err)
+}
+
+// sameSet reports whether a and b hold the same addresses (each list's
+// are distinct).
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
