@@ -316,14 +316,13 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 	// lists loses its connection after ~30 ms of refused ALLOCATEs
 	// (kv/prismkv's doc, Failures). The PUTs are idempotent: load again
 	// on a new connection, and say so in the notes.
-	// The tasks share the client's connection. A connection per slot
-	// (stores.DialConfig.SlotQPs) is not used: on the idle machine its
-	// GETs sometimes waited in CQ.Wait for good (PRISM-KV and Smart-HT
-	// over shm, an open defect), and its PUTs outran the node's
-	// restocking of PRISM-KV's free lists while loading.
+	// Over tcp the tasks share the client's connection (its frames
+	// batch their requests); over shm every slot has its own
+	// (stores.DialConfig.SlotQPs): a GET is then posted and its
+	// completion taken on its task's goroutine, with no hand-off.
 	var c *stores.Remote
 	for attempt := 1; ; attempt++ {
-		c, err = stores.Dial(ctx, stores.DialConfig{Design: design, Device: clientDev, Node: n.addr, Token: n.token, Clients: 1,
+		c, err = stores.Dial(ctx, stores.DialConfig{Design: design, Device: clientDev, Node: n.addr, Token: n.token, Clients: 1, SlotQPs: transport == "shm",
 			Options: stores.ClientOptions{Poll: kvPoll, Slots: 64}})
 		if err != nil {
 			return fmt.Errorf("%s over %s: %w", design, transport, err)
@@ -359,7 +358,7 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 // process's CPU time and the batch over the run.
 func (k *kvPeersRun) measure(ctx context.Context, s *peerSys, t int) (peerPoint, error) {
 	cpu := func(pid int) time.Duration {
-		d, err := procCPU(pid)
+		d, err := ProcCPU(pid)
 		if err != nil {
 			return -1
 		}

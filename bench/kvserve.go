@@ -151,9 +151,10 @@ type devNull struct{}
 
 func (devNull) Write(p []byte) (int, error) { return len(p), nil }
 
-// procCPU returns the user+system CPU time process pid has used so far,
-// all its threads, from /proc/PID/stat.
-func procCPU(pid int) (time.Duration, error) {
+// ProcCPU returns the user+system CPU time process pid has used so far,
+// all its threads, from /proc/PID/stat (10 ms ticks): what experiments
+// report as a server's CPU per operation.
+func ProcCPU(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err

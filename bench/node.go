@@ -65,7 +65,7 @@ func startNode(ctx context.Context, env *Env, args ...string) (*nodeProc, error)
 }
 
 // cpu returns the node's user+system CPU time so far, from /proc.
-func (n *nodeProc) cpu() (time.Duration, error) { return procCPU(n.cmd.Process.Pid) }
+func (n *nodeProc) cpu() (time.Duration, error) { return ProcCPU(n.cmd.Process.Pid) }
 
 // stop ends the node with SIGINT (its graceful shutdown), then kills it.
 func (n *nodeProc) stop() {

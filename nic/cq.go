@@ -243,6 +243,9 @@ func (c *CQ) Wait(ctx context.Context) error {
 	if f := c.node.idle; f != nil {
 		f()
 	}
+	if f := c.node.awake; f != nil {
+		defer f()
+	}
 	select {
 	case <-c.ev:
 		return nil

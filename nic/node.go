@@ -81,9 +81,14 @@ type Config struct {
 	// guideline, for ablation.
 	DoorbellPerWR bool
 	// Idle, if set, is called when a goroutine is about to block in
-	// CQ.Wait: nobody may be polling now, so a transport that relies on
-	// polling goroutines for progress hands it to its own.
-	Idle func()
+	// CQ.Wait: nobody may be polling for it now, so a transport that
+	// relies on polling goroutines for progress hands it to its own.
+	// Awake, if set, is called when that goroutine leaves CQ.Wait: a
+	// transport can count the goroutines blocked and drive progress
+	// itself while any is (other goroutines may poll meanwhile, but a
+	// poll that finds its own completion drives nothing).
+	Idle  func()
+	Awake func()
 	// Progress, if set, is called by CQ.Poll when the CQ is empty: the
 	// transport reads whatever responses have arrived, on the polling
 	// goroutine, so a busy poller needs no hand-off from another goroutine.
@@ -131,6 +136,7 @@ type Node struct {
 	memfd    bool
 	progress func()
 	idle     func()
+	awake    func()
 	quiesce  func()
 
 	recvAreas func(depth, maxSGE int) RecvArea
@@ -187,6 +193,7 @@ func NewNode(c Config) *Node {
 		memfd:    c.MemFD,
 		progress: c.Progress,
 		idle:     c.Idle,
+		awake:    c.Awake,
 		quiesce:  c.Quiesce,
 
 		doorbellPerWR: c.DoorbellPerWR,

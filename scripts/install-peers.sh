@@ -2,17 +2,18 @@
 # install-peers.sh — install the comparison peers that rdmakit's benchmarks
 # run side by side (bench/peers), from Debian bookworm's own packages.
 #
-# Usage: scripts/install-peers.sh [all|sockperf|ucx|memcached|redis]...
+# Usage: scripts/install-peers.sh [all|sockperf|ucx|memcached|redis|etcd]...
 #   default: all. Idempotent: packages already installed are skipped and
 #   `apt-get update` runs at most once, only when something is missing.
-#   Must run as root. Services (memcached, redis-server) are installed but
-#   not started: the benchmarks start their own instances on 127.0.0.1.
+#   Must run as root. Services (memcached, redis-server, etcd) are installed
+#   but not started: the benchmarks start their own instances on 127.0.0.1.
 #
 # Peers and their Debian packages:
 #   sockperf   sockperf    (/usr/bin/sockperf)
 #   ucx        ucx-utils   (/usr/bin/ucx_perftest, ucx_info; pulls libucx0)
 #   memcached  memcached   (/usr/bin/memcached)
 #   redis      redis-server, redis-tools (/usr/bin/redis-server, redis-benchmark)
+#   etcd       etcd-server, etcd-client (/usr/bin/etcd, etcdctl)
 set -euo pipefail
 
 die() { echo "install-peers: $*" >&2; exit 1; }
@@ -34,8 +35,9 @@ declare -A pkgs=(
 	[ucx]="ucx-utils"
 	[memcached]="memcached"
 	[redis]="redis-server redis-tools"
+	[etcd]="etcd-server etcd-client"
 )
-order=(sockperf ucx memcached redis)
+order=(sockperf ucx memcached redis etcd)
 
 want=()
 if [[ $# -eq 0 ]]; then
@@ -44,7 +46,7 @@ fi
 for arg in "$@"; do
 	case "$arg" in
 	all) want+=("${order[@]}") ;;
-	sockperf | ucx | memcached | redis) want+=("$arg") ;;
+	sockperf | ucx | memcached | redis | etcd) want+=("$arg") ;;
 	-h | --help) usage 0 ;;
 	*) echo "install-peers: unknown peer '$arg'" >&2; usage ;;
 	esac
@@ -76,7 +78,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 log=$(mktemp /tmp/install-peers.XXXXXX.log)
 
-# Keep Debian's maintainer scripts from starting memcached or redis-server
+# Keep Debian's maintainer scripts from starting memcached, redis-server or etcd
 # as system services: a policy-rc.d that denies every start, removed on
 # exit. An existing policy-rc.d is left alone.
 policy=/usr/sbin/policy-rc.d
@@ -132,6 +134,7 @@ for peer in "${want[@]}"; do
 	ucx) bins=(ucx_perftest ucx_info) ;;
 	memcached) bins=(memcached) ;;
 	redis) bins=(redis-server redis-benchmark) ;;
+	etcd) bins=(etcd etcdctl) ;;
 	esac
 	for b in "${bins[@]}"; do
 		command -v "$b" >/dev/null || die "$peer: $b not found on PATH after install (log: $log)"

@@ -1,9 +1,9 @@
 // Package workload drives stores with standard workloads. YCSB comes from
 // go-ycsb (pinned v1.0.1): its core workload generates the operations and
 // keys (uniform or scrambled zipfian 0.99), this package adapts a
-// kv.Store to its DB interface, loads the records, and runs the
-// operations from many goroutines for a while, measuring throughput and
-// latency.
+// kv.Store to its DB interface (DB; BlockDB adapts a blockstore.Store,
+// record N being block N), loads the records, and runs the operations
+// from many goroutines for a while, measuring throughput and latency.
 package workload
 
 import (
@@ -44,6 +44,10 @@ type YCSB struct {
 	Threads int
 	// Duration bounds the run (default 2 s).
 	Duration time.Duration
+	// OrderedKeys names record N "user<N>" (go-ycsb's insertorder
+	// ordered) instead of after a hash of N, so that BlockDB can take N
+	// for a block id. The keys chosen are the same either way.
+	OrderedKeys bool
 }
 
 // mix returns the go-ycsb proportions of a workload letter.
@@ -94,6 +98,9 @@ func (y *YCSB) newCore() (ycsb.Workload, error) {
 	set(prop.ReadAllFields, "true")
 	set(prop.WriteAllFields, "true")
 	set(prop.RequestDistribution, y.Distribution)
+	if y.OrderedKeys {
+		set(prop.InsertOrder, "ordered")
+	}
 	for k, v := range m {
 		set(k, v)
 	}

@@ -9,6 +9,11 @@
 // yields an error wrapping ErrNotInstalled; install the peers with
 // scripts/install-peers.sh (as root, on Debian).
 //
+// Servers that benchmarks measure against run the same way: memcached
+// and Redis (StartMemcached, StartRedis), and etcd as a cluster of
+// members on loopback (StartEtcd: three processes, data on tmpfs,
+// --unsafe-no-fsync), with EtcdBlocks, a blockstore.Store on it.
+//
 // The parsers (ParseSockperf, ParseUCXPerftest) are pure functions of a
 // program's output, separate from the process handling, so they are
 // tested on captured real outputs without the programs installed.

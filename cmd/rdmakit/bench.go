@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmakit/rdmakit/bench"
+	_ "github.com/rdmakit/rdmakit/bench/rsexp" // rs-ycsb
 )
 
 func newBenchCmd() *cobra.Command {

@@ -123,6 +123,7 @@ type device struct {
 	drainMu  sync.RWMutex
 	polls    atomic.Uint64 // CQ.Poll calls that found nothing: an application polls
 	idleAt   atomic.Uint64 // polls when a goroutine last went to block in CQ.Wait
+	waiters  atomic.Int64  // goroutines blocked in CQ.Wait now
 	kick     chan struct{}
 	closed   atomic.Bool
 	stop     chan struct{}
@@ -178,6 +179,7 @@ func open(name string, opts options) (*device, error) {
 		Observer:  d.publisher,
 		Progress:  d.progress,
 		Idle:      d.idle,
+		Awake:     d.awake,
 		Quiesce:   d.quiesce,
 	})
 	d.Node = d.node
@@ -219,14 +221,19 @@ func (d *device) quiesce() {
 }
 
 // idle hands progress to the NIC goroutine before an application
-// goroutine blocks in CQ.Wait.
+// goroutine blocks in CQ.Wait: until awake, the NIC goroutine drives the
+// rings as when nobody polls.
 func (d *device) idle() {
+	d.waiters.Add(1)
 	d.idleAt.Store(d.polls.Load())
 	select {
 	case d.kick <- struct{}{}:
 	default:
 	}
 }
+
+// awake is called when a goroutine leaves CQ.Wait.
+func (d *device) awake() { d.waiters.Add(-1) }
 
 // drain polls every ring once, and takes up the receive completions
 // peers deposited when one signalled (depseg.go); it reports whether
@@ -278,8 +285,12 @@ func (d *device) run() {
 			d.node.Expire()
 		}
 		// The application polls if the count moved since the last look,
-		// unless the last poll was the one before a CQ.Wait.
-		if p := d.polls.Load(); p != lastPolls && p != d.idleAt.Load() {
+		// unless the last poll was the one before a CQ.Wait. While a
+		// goroutine is blocked in CQ.Wait, the NIC goroutine drives the
+		// rings whoever else polls: the others' polls may each find their
+		// own completion and drive nothing (a GET blocked that way waited
+		// for the look every ExpireEvery, in steps of 10 ms).
+		if p := d.polls.Load(); p != lastPolls && p != d.idleAt.Load() && d.waiters.Load() == 0 {
 			// An application goroutine polls and does the work: stay out
 			// of its way (two busy goroutines starve a small machine).
 			lastPolls = p

@@ -187,6 +187,19 @@ func (l *link) Progressed(d time.Duration) bool {
 // implicitly acknowledged ones, consumed (see inflight.go), unless another
 // goroutine is at it, and reports whether it completed any.
 func (l *link) poll() bool {
+	did := l.pollOnce()
+	// An answer that came after the last look of the goroutine at it and
+	// before it let go found the lock taken by whoever else tried (the
+	// NIC goroutine's drain, another poller): look again, or it waits for
+	// the next poll that finds its CQ empty.
+	if l.conn != nil && !l.dead.Load() && l.rings.resp.Pending() && l.pollOnce() {
+		did = true
+	}
+	return did
+}
+
+// pollOnce is one turn of poll.
+func (l *link) pollOnce() bool {
 	if l.conn == nil || l.dead.Load() || !l.ready() || !l.cmu.TryLock() {
 		return false
 	}
