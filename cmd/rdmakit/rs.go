@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmakit/rdmakit/blockstore"
+	"github.com/rdmakit/rdmakit/blockstore/abdrpc"
 	"github.com/rdmakit/rdmakit/blockstore/prismrs"
 	"github.com/rdmakit/rdmakit/blockstore/replica"
 	"github.com/rdmakit/rdmakit/memnode"
@@ -171,6 +172,14 @@ func (f *rsClientFlags) open(ctx context.Context, blockSize int, blocks uint64) 
 			return prismrs.Create(ctx, cfg, blockSize, blocks)
 		}
 		return prismrs.Dial(ctx, cfg)
+	case "abd-rpc":
+		cfg := abdrpc.Config{Device: device, Replicas: rs, Token: tok}
+		if blockSize > 0 {
+			if err := abdrpc.Create(ctx, cfg, blockstore.Layout{BlockSize: blockSize, Blocks: blocks, Replicas: rs}); err != nil {
+				return nil, err
+			}
+		}
+		return abdrpc.Dial(ctx, cfg)
 	}
 	return nil, fmt.Errorf("--design %q: want prism-rs or abd-rpc", f.design)
 }

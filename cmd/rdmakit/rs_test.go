@@ -80,6 +80,18 @@ func TestRSCommands(t *testing.T) {
 		t.Fatalf("bench: %d %s", code, out)
 	}
 	mustContain(t, out, "loaded 500 blocks", "ops/s", "p50", "round trips", "errors       0")
+	// The same replicas serve ABD over RPC (its own copy of each block).
+	if out, code := rs("write", "9", "abd", "--design", "abd-rpc"); code != 0 {
+		t.Fatalf("write --design abd-rpc: %d %s", code, out)
+	}
+	if out, code := rs("read", "9", "--design", "abd-rpc"); code != 0 || out != "abd\n" {
+		t.Fatalf("read --design abd-rpc: %d %q", code, out)
+	}
+	out, code = rs("bench", "--design", "abd-rpc", "--workload", "b", "--records", "100", "--duration", "100ms", "--clients", "2", "--tasks", "4")
+	if code != 0 {
+		t.Fatalf("bench --design abd-rpc: %d %s", code, out)
+	}
+	mustContain(t, out, "abd-rpc YCSB-b", "ops/s", "errors       0")
 	var o, e bytes.Buffer
 	for _, bad := range [][]string{
 		{"rs", "read", "0", "--replicas", addrs[0] + "," + addrs[1]},                  // an even count
