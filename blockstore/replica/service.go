@@ -291,7 +291,7 @@ func (r *Replica) Open() (memnode.Session, error) {
 		return nil, err
 	}
 	s := &session{r: r, cq: cq,
-		rpc: rpc.NewServer(rpc.ServerConfig{MaxMessage: MaxMessage(r.cfg.MaxBlockSize), Recvs: r.cfg.Recvs})}
+		rpc: rpc.NewServer(rpc.ServerConfig{MaxMessage: MaxMessage(r.cfg.MaxBlockSize), Recvs: r.cfg.Recvs, Poll: verbs.PollEvent})}
 	s.rpc.Handle(MethodInfo, r.info)
 	s.rpc.Handle(MethodCreate, r.create)
 	s.rpc.Handle(MethodClaim, func(req, resp []byte) (int, error) { return r.claim(s, req, resp) })
