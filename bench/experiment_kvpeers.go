@@ -309,8 +309,8 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 	if err != nil {
 		return err
 	}
-	k.cleanup = append(k.cleanup, n.stop)
-	s := &peerSys{name: design, transport: transport, pid: n.pid(), dbs: map[int][]ycsb.DB{}, pts: map[int][]peerPoint{}}
+	k.cleanup = append(k.cleanup, n.Stop)
+	s := &peerSys{name: design, transport: transport, pid: n.Pid(), dbs: map[int][]ycsb.DB{}, pts: map[int][]peerPoint{}}
 	// Loading can fail on a loaded machine: a PRISM-KV client that PUTs
 	// faster than the node's process gets the CPU to restock its free
 	// lists loses its connection after ~30 ms of refused ALLOCATEs
@@ -322,7 +322,7 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 	// completion taken on its task's goroutine, with no hand-off.
 	var c *stores.Remote
 	for attempt := 1; ; attempt++ {
-		c, err = stores.Dial(ctx, stores.DialConfig{Design: design, Device: clientDev, Node: n.addr, Token: n.token, Clients: 1, SlotQPs: transport == "shm",
+		c, err = stores.Dial(ctx, stores.DialConfig{Design: design, Device: clientDev, Node: n.Addr, Token: n.Token, Clients: 1, SlotQPs: transport == "shm",
 			Options: stores.ClientOptions{Poll: kvPoll, Slots: 64}})
 		if err != nil {
 			return fmt.Errorf("%s over %s: %w", design, transport, err)

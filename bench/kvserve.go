@@ -21,46 +21,58 @@ import (
 // servers (`rdmakit kv serve`) and Options.Command is not set.
 var ErrNoCommand = errors.New("bench: no way to run the rdmakit command (Options.Command); run the experiment through the rdmakit command")
 
-// kvServe is a store node in its own process, started the way a user
-// starts one: `rdmakit kv serve`, with a random token.
-type kvServe struct {
-	design string
-	addr   string // its connection manager
-	device string // its verbs device, as it announced it
-	token  string
+// Server is an rdmakit server in its own process, started the way a
+// user starts one (`rdmakit kv serve`, `rdmakit rs replica`), with a
+// random token in its environment.
+type Server struct {
+	// Addr is its connection manager's address, Device its verbs
+	// device, as it announced them; Token is what its clients present.
+	Addr, Device, Token string
+
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when it has exited
 	stderr *tailBuffer
 }
 
-// kvServeStartup bounds the wait for a node to announce itself.
+// kvServeStartup bounds how long a server takes to say where it serves.
 const kvServeStartup = 30 * time.Second
 
-// serveLine is what `kv serve` prints once it serves.
+// serveLine is how a server says where it serves.
 var serveLine = regexp.MustCompile(`connect to (\S+) \(verbs device (\S+)\)`)
 
 // startKVServe runs `rdmakit kv serve` for design on device (its
 // connection manager on a free loopback port), sized for keys values of
-// value bytes, and waits until it serves. The node is killed when ctx
-// ends; stop ends it before.
-func startKVServe(ctx context.Context, env *Env, design, device string, keys int64, value int) (*kvServe, error) {
+// value bytes, and waits until it serves.
+func startKVServe(ctx context.Context, env *Env, design, device string, keys int64, value int) (*Server, error) {
+	return StartServer(ctx, env, "", "kv", "serve", "--store", design, "--device", device, "--listen", "127.0.0.1:0",
+		"--metrics", "", // nodes run side by side: not all on the default port
+		"--keys", strconv.FormatInt(keys, 10), "--value", strconv.Itoa(value))
+}
+
+// StartServer runs the rdmakit command with args (a server command that
+// announces "connect to ADDR (verbs device URI)", listening on
+// 127.0.0.1:0) through env.Command, with token in $RDMAKIT_TOKEN (a
+// fresh random one when token is empty), and waits until it serves. It
+// is killed when ctx ends; Stop ends it before. ErrNoCommand when env
+// has no Command.
+func StartServer(ctx context.Context, env *Env, token string, args ...string) (*Server, error) {
 	if env.Command == nil {
 		return nil, ErrNoCommand
 	}
-	tok := make([]byte, 16)
-	if _, err := rand.Read(tok); err != nil {
-		return nil, err
+	if token == "" {
+		var err error
+		if token, err = NewToken(); err != nil {
+			return nil, err
+		}
 	}
-	n := &kvServe{design: design, token: hex.EncodeToString(tok), done: make(chan struct{}), stderr: &tailBuffer{max: 16 << 10}}
-	n.cmd = env.Command(ctx, "kv", "serve", "--store", design, "--device", device, "--listen", "127.0.0.1:0",
-		"--metrics", "", // nodes run side by side: not all on the default port
-		"--keys", strconv.FormatInt(keys, 10), "--value", strconv.Itoa(value))
+	n := &Server{Token: token, done: make(chan struct{}), stderr: &tailBuffer{max: 16 << 10}}
+	n.cmd = env.Command(ctx, args...)
 	if n.cmd.Env == nil {
 		n.cmd.Env = os.Environ()
 	}
 	// The token travels in the environment: unlike arguments, other
 	// users cannot read it in /proc.
-	n.cmd.Env = append(n.cmd.Env, "RDMAKIT_TOKEN="+n.token)
+	n.cmd.Env = append(n.cmd.Env, "RDMAKIT_TOKEN="+n.Token)
 	n.cmd.Stderr = n.stderr
 	n.cmd.SysProcAttr = childAttr()
 	n.cmd.WaitDelay = time.Second
@@ -69,7 +81,7 @@ func startKVServe(ctx context.Context, env *Env, design, device string, keys int
 		return nil, err
 	}
 	if err := n.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("bench: start kv serve: %w", err)
+		return nil, fmt.Errorf("bench: start %s: %w", strings.Join(args, " "), err)
 	}
 	go func() {
 		n.cmd.Wait()
@@ -87,7 +99,7 @@ func startKVServe(ctx context.Context, env *Env, design, device string, keys int
 	select {
 	case m := <-announced:
 		if m != nil {
-			n.addr, n.device = m[1], m[2]
+			n.Addr, n.Device = m[1], m[2]
 			return n, nil
 		}
 		err = errors.New("it did not say where it serves")
@@ -96,16 +108,25 @@ func startKVServe(ctx context.Context, env *Env, design, device string, keys int
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	n.stop()
-	return nil, fmt.Errorf("bench: kv serve --store %s --device %s: %w: %s", design, device, err, n.stderr.tail())
+	n.Stop()
+	return nil, fmt.Errorf("bench: %s: %w: %s", strings.Join(args, " "), err, n.stderr.tail())
 }
 
-// pid is the node's process id.
-func (n *kvServe) pid() int { return n.cmd.Process.Pid }
+// NewToken returns a random auth token.
+func NewToken() (string, error) {
+	tok := make([]byte, 16)
+	if _, err := rand.Read(tok); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(tok), nil
+}
 
-// stop ends the node with SIGINT (its graceful shutdown), then kills it,
-// and waits for it.
-func (n *kvServe) stop() {
+// Pid is the server's process id.
+func (n *Server) Pid() int { return n.cmd.Process.Pid }
+
+// Stop ends the server with SIGINT (its graceful shutdown), then kills
+// it, and waits for it.
+func (n *Server) Stop() {
 	n.cmd.Process.Signal(os.Interrupt)
 	t := time.NewTimer(5 * time.Second)
 	defer t.Stop()
@@ -115,6 +136,12 @@ func (n *kvServe) stop() {
 		n.cmd.Process.Kill()
 		<-n.done
 	}
+}
+
+// Kill ends the server with SIGKILL, as a crash would, and waits for it.
+func (n *Server) Kill() {
+	n.cmd.Process.Kill()
+	<-n.done
 }
 
 // tailBuffer keeps the last max bytes written to it (a child's stderr,

@@ -45,9 +45,9 @@ type deployment struct {
 	stop func()
 }
 
-// roundTripper is a client that counts its round trips: the network
-// round trips it has waited for, a phase sent to every replica at once
-// counting one.
+// roundTripper is a client that counts its requests: one per replica a
+// phase is sent to (PRISM-RS, ABD over RPC), one per gRPC request
+// (etcd).
 type roundTripper interface {
 	RoundTrips() uint64
 }
@@ -56,6 +56,8 @@ type roundTripper interface {
 // rows. etcd comes first: the other rows' ratios are against it.
 var systems = []system{
 	{name: "etcd", start: startEtcd},
+	{name: "PRISM-RS", start: startPRISMRS},
+	{name: "ABD over RPC", start: startABDRPC},
 }
 
 // errUnavailable is wrapped by a system's start when the system cannot

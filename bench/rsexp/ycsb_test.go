@@ -39,7 +39,8 @@ func float(t *testing.T, r *bench.Result, row []any, name string) float64 {
 }
 
 // TestYCSBQuickEtcd runs rs-ycsb as `rdmakit bench run rs-ycsb --quick`
-// does, with etcd, and checks every point has its row and that the
+// does, with etcd (the rdmakit systems need the rdmakit command to start
+// their replicas: they are left out here), and checks every point has its row and that the
 // cluster is gone afterwards.
 func TestYCSBQuickEtcd(t *testing.T) {
 	if _, err := exec.LookPath("etcd"); err != nil {
@@ -81,6 +82,9 @@ func TestYCSBQuickEtcd(t *testing.T) {
 		}
 	}
 	for _, n := range r.Notes {
+		if strings.Contains(n, "no rows") && strings.Contains(n, bench.ErrNoCommand.Error()) {
+			continue // the rdmakit systems run `rdmakit rs replica`: cmd/rdmakit's test runs them
+		}
 		if strings.Contains(n, "failed") || strings.Contains(n, "no rows") {
 			t.Errorf("note: %s", n)
 		}
