@@ -103,10 +103,14 @@ func (c *Client) Write(ctx context.Context, id uint64, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("abdrpc: write block %d: %w", id, err)
 	}
-	if ts == replica.MaxTS {
-		return fmt.Errorf("abdrpc: write block %d: %w: its timestamps are used up", id, blockstore.ErrProtocol)
+	// Two writes of the block through this client at once read the same
+	// latest timestamp: the Issuer gives them different tags (one tag on
+	// two values would let replicas agree on the tag and not the data).
+	tag, err := c.tags.Next(id, replica.MakeTag(ts, 0), c.id)
+	if err != nil {
+		return fmt.Errorf("abdrpc: write block %d: %w", id, err)
 	}
-	if err := c.writePhase(ctx, o, id, replica.MakeTag(ts+1, c.id), data, 0, 0); err != nil {
+	if err := c.writePhase(ctx, o, id, tag, data, 0, 0); err != nil {
 		return fmt.Errorf("abdrpc: write block %d: %w", id, err)
 	}
 	return nil

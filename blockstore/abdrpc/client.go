@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rdmakit/rdmakit/blockstore"
+	"github.com/rdmakit/rdmakit/blockstore/replica"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -109,8 +110,9 @@ type Client struct {
 
 	// Set by Dial before any operation, constant after.
 	layout blockstore.Layout
-	msg    int    // the data connections' rpc MaxMessage
-	id     uint32 // the claimed client id, in every write's tag
+	msg    int            // the data connections' rpc MaxMessage
+	id     uint32         // the claimed client id, in every write's tag
+	tags   replica.Issuer // this client's write tags
 	ready  atomic.Bool
 	ops    sync.Pool // *op for Read and Write
 	// noWriteBack drops reads' write-back phase: only the negative

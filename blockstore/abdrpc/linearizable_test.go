@@ -235,3 +235,49 @@ func TestWriteBackNeeded(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedClientLinearizable: goroutines share clients (a Store is safe
+// for concurrent use), so one client's writes of one block overlap: they
+// read the same latest timestamp and must still write with different
+// tags. With ⟨timestamp+1, client id⟩ for both, the replicas could hold
+// one tag with two values and reads that agree on the tag disagree on
+// the data (porcupine found it every run).
+func TestSharedClientLinearizable(t *testing.T) {
+	const (
+		clients    = 2
+		goroutines = 8 // per client
+		blocks     = 2
+		perG       = 150
+		bs         = 512
+	)
+	cl := startCluster(t, 3, "", nil)
+	cl.create(bs, blocks)
+	h := check.NewKVHistory()
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for i := range clients {
+		c := cl.dial()
+		for g := range goroutines {
+			ct := &clientT{c: c, i: i*goroutines + g}
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(ct.i), 2))
+				for j := range perG {
+					id := rng.Uint64N(blocks)
+					if rng.IntN(2) == 0 {
+						ct.write(t, h, id, uint64(ct.i+1)<<32|uint64(j+1), bs, &failed)
+					} else {
+						ct.read(t, h, id, &failed)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d operations failed", n)
+	}
+	res, info := h.Check(60 * time.Second)
+	if res != porcupine.Ok {
+		t.Fatalf("%d operations: %v (%d partial linearizations)", h.Len(), res, len(info.PartialLinearizations()))
+	}
+}
