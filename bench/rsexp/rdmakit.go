@@ -8,6 +8,7 @@ import (
 	"github.com/rdmakit/rdmakit/blockstore"
 	"github.com/rdmakit/rdmakit/blockstore/abdrpc"
 	"github.com/rdmakit/rdmakit/blockstore/prismrs"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // replicaDevice is the tcp device of rs-ycsb's replicas: the soft NIC
@@ -15,8 +16,9 @@ import (
 // so a replica's CPU per operation is the work the operation made it do.
 const replicaDevice = "tcp://127.0.0.1:0?spin=0s"
 
-// clientDevice is a client's own device; the replicas' token goes in
-// its query (the replicas' devices present it when they connect back).
+// clientDevice is the device every client of a system shares, as the
+// clients of one process share its NIC; the replicas' token goes in its
+// query (the replicas' devices present it when they connect back).
 const clientDevice = "tcp://127.0.0.1:0?spin=0s&token="
 
 // replicaSet is v.replicas `rdmakit rs replica` processes.
@@ -73,11 +75,17 @@ func startPRISMRS(ctx context.Context, env *bench.Env, v volume) (*deployment, e
 	if err != nil {
 		return nil, err
 	}
+	dev, err := verbs.Open(clientDevice + rs.token)
+	if err != nil {
+		rs.stop()
+		return nil, err
+	}
 	cfg := func() prismrs.Config {
-		return prismrs.Config{Device: clientDevice + rs.token, Replicas: rs.addrs(), Token: rs.token}
+		return prismrs.Config{Dev: dev, Replicas: rs.addrs(), Token: rs.token}
 	}
 	c, err := prismrs.Create(ctx, cfg(), v.blockSize, v.blocks)
 	if err != nil {
+		dev.Close()
 		rs.stop()
 		return nil, fmt.Errorf("PRISM-RS: create the volume: %w", err)
 	}
@@ -86,7 +94,7 @@ func startPRISMRS(ctx context.Context, env *bench.Env, v volume) (*deployment, e
 		transport: "tcp",
 		pids:      rs.pids(),
 		open:      func(ctx context.Context) (blockstore.Store, error) { return prismrs.Dial(ctx, cfg()) },
-		stop:      rs.stop,
+		stop:      func() { dev.Close(); rs.stop() },
 	}, nil
 }
 
@@ -97,10 +105,16 @@ func startABDRPC(ctx context.Context, env *bench.Env, v volume) (*deployment, er
 	if err != nil {
 		return nil, err
 	}
+	dev, err := verbs.Open(clientDevice + rs.token)
+	if err != nil {
+		rs.stop()
+		return nil, err
+	}
 	cfg := func() abdrpc.Config {
-		return abdrpc.Config{Device: clientDevice + rs.token, Replicas: rs.addrs(), Token: rs.token}
+		return abdrpc.Config{Dev: dev, Replicas: rs.addrs(), Token: rs.token}
 	}
 	if err := abdrpc.Create(ctx, cfg(), blockstore.Layout{BlockSize: v.blockSize, Blocks: v.blocks}); err != nil {
+		dev.Close()
 		rs.stop()
 		return nil, fmt.Errorf("ABD over RPC: create the volume: %w", err)
 	}
@@ -108,6 +122,6 @@ func startABDRPC(ctx context.Context, env *bench.Env, v volume) (*deployment, er
 		transport: "tcp",
 		pids:      rs.pids(),
 		open:      func(ctx context.Context) (blockstore.Store, error) { return abdrpc.Dial(ctx, cfg()) },
-		stop:      rs.stop,
+		stop:      func() { dev.Close(); rs.stop() },
 	}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -303,5 +304,44 @@ func TestClaimRetried(t *testing.T) {
 		if bytes.Equal(ids[i], ids[3]) {
 			t.Errorf("the refused id %x claimed again", ids[i])
 		}
+	}
+}
+
+// TestSharedDevice: clients of one process share a device (Config.Dev):
+// each sees the others' writes, Close of one leaves the device and the
+// other client working, and the device closes cleanly once both are
+// closed.
+func TestSharedDevice(t *testing.T) {
+	cl := startCluster(t, 3, "", nil)
+	cl.create(512, 4)
+	dev, err := verbs.Open(fmt.Sprintf("loop://%s/shared", cl.fabric))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cl.config()
+	cfg.Dev = dev
+	a, err := abdrpc.Dial(ctx5(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := abdrpc.Dial(ctx5(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte{7}, 512)
+	if err := a.Write(ctx5(t), 1, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close of a client on a shared device: %v", err)
+	}
+	if got, err := b.Read(ctx5(t), 1, nil); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the other client after the first closed: %v, %v", got[:min(4, len(got))], err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := dev.Close(); err != nil {
+		t.Fatalf("the shared device: %v", err)
 	}
 }

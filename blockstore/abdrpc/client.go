@@ -43,6 +43,10 @@ type Config struct {
 	// replicas must reach it (tcp://…, or shm://… on their host, or
 	// loop://fabric/node in one process).
 	Device string
+	// Dev, when not nil, is the device the client uses instead of
+	// opening Device: many clients of a process can share one. The
+	// client does not close it.
+	Dev verbs.Device
 	// Token is the replicas' auth token (memnode.Config.Token); empty
 	// when they have none. A tcp device also presents it (token=).
 	Token string
@@ -101,12 +105,13 @@ func deviceURI(uri, token string) (string, error) {
 // RPCs. It implements blockstore.Store; its methods are safe for
 // concurrent use.
 type Client struct {
-	cfg  Config
-	log  *slog.Logger
-	dev  verbs.Device
-	pd   verbs.PD
-	reps []*member
-	q    int // a majority of len(reps)
+	cfg    Config
+	log    *slog.Logger
+	dev    verbs.Device
+	ownDev bool // opened by the client: Close closes it
+	pd     verbs.PD
+	reps   []*member
+	q      int // a majority of len(reps)
 
 	// Set by Dial before any operation, constant after.
 	layout blockstore.Layout
@@ -146,20 +151,24 @@ func open(cfg Config) (*Client, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	uri, err := deviceURI(cfg.Device, cfg.Token)
-	if err != nil {
-		return nil, err
-	}
-	dev, err := verbs.Open(uri)
-	if err != nil {
-		return nil, fmt.Errorf("abdrpc: %w", err)
+	dev, own := cfg.Dev, cfg.Dev == nil
+	if own {
+		uri, err := deviceURI(cfg.Device, cfg.Token)
+		if err != nil {
+			return nil, err
+		}
+		if dev, err = verbs.Open(uri); err != nil {
+			return nil, fmt.Errorf("abdrpc: %w", err)
+		}
 	}
 	pd, err := dev.AllocPD()
 	if err != nil {
-		dev.Close()
+		if own {
+			dev.Close()
+		}
 		return nil, fmt.Errorf("abdrpc: %w", err)
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger, dev: dev, pd: pd, q: blockstore.Quorum(len(cfg.Replicas)),
+	c := &Client{cfg: cfg, log: cfg.Logger, dev: dev, ownDev: own, pd: pd, q: blockstore.Quorum(len(cfg.Replicas)),
 		up: make(chan struct{}), stop: make(chan struct{})}
 	c.stopCtx, c.cancel = context.WithCancel(context.Background())
 	for i, a := range cfg.Replicas {
@@ -240,6 +249,9 @@ func (c *Client) Close() error {
 		if l := m.link.Swap(nil); l != nil {
 			l.close()
 		}
+	}
+	if !c.ownDev {
+		return c.pd.Dealloc()
 	}
 	return c.dev.Close()
 }
