@@ -357,8 +357,8 @@ func (l *link) read() {
 // waits for answers and nobody else is reading. It is the progress an
 // application drives by polling its CQ.
 func (l *link) poll() {
-	if l.pending.Load() <= 0 {
-		return
+	if l.pending.Load() <= 0 || l.tok.Load() != 0 {
+		return // nothing awaited, or another goroutine reads (before the clock: pollers call this in a loop)
 	}
 	now := nanotime()
 	if now-l.emptyAt.Load() < emptyWait || !l.tok.CompareAndSwap(0, 1) {
