@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Limits of a volume's block size, and the default.
@@ -114,3 +115,23 @@ func (l Layout) CheckOp(id uint64, n int) error {
 
 // Quorum is the number of replicas that make a majority of n.
 func Quorum(n int) int { return n/2 + 1 }
+
+// Equal reports whether l and o are one layout: same block size and
+// count, same replica list in the same order.
+func (l Layout) Equal(o Layout) bool {
+	return l.BlockSize == o.BlockSize && l.Blocks == o.Blocks && slices.Equal(l.Replicas, o.Replicas)
+}
+
+// SameReplicas reports whether a and b name the same replicas, in any
+// order (each list's addresses are distinct: CheckReplicas).
+func SameReplicas(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
+}

@@ -68,9 +68,17 @@ func (rs *replicaSet) stop() {
 	}
 }
 
-// startPRISMRS deploys PRISM-RS: v.replicas replicas in their own
-// processes over tcp, the volume created by a prismrs client.
-func startPRISMRS(ctx context.Context, env *bench.Env, v volume) (*deployment, error) {
+// design is how a deployment of one of rdmakit's designs creates its
+// volume and opens a client, on the device every client shares, given
+// the replicas' addresses and token.
+type design struct {
+	create func(ctx context.Context, dev verbs.Device, addrs []string, token string, v volume) error
+	open   func(ctx context.Context, dev verbs.Device, addrs []string, token string) (blockstore.Store, error)
+}
+
+// startDesign deploys d: v.replicas `rdmakit rs replica` processes over
+// tcp, one client device in this process, the volume created.
+func startDesign(ctx context.Context, env *bench.Env, v volume, name string, d design) (*deployment, error) {
 	rs, err := startReplicas(ctx, env, v)
 	if err != nil {
 		return nil, err
@@ -80,48 +88,44 @@ func startPRISMRS(ctx context.Context, env *bench.Env, v volume) (*deployment, e
 		rs.stop()
 		return nil, err
 	}
-	cfg := func() prismrs.Config {
-		return prismrs.Config{Dev: dev, Replicas: rs.addrs(), Token: rs.token}
-	}
-	c, err := prismrs.Create(ctx, cfg(), v.blockSize, v.blocks)
-	if err != nil {
+	if err := d.create(ctx, dev, rs.addrs(), rs.token, v); err != nil {
 		dev.Close()
 		rs.stop()
-		return nil, fmt.Errorf("PRISM-RS: create the volume: %w", err)
+		return nil, fmt.Errorf("%s: create the volume: %w", name, err)
 	}
-	c.Close()
 	return &deployment{
 		transport: "tcp",
 		pids:      rs.pids(),
-		open:      func(ctx context.Context) (blockstore.Store, error) { return prismrs.Dial(ctx, cfg()) },
+		open:      func(ctx context.Context) (blockstore.Store, error) { return d.open(ctx, dev, rs.addrs(), rs.token) },
 		stop:      func() { dev.Close(); rs.stop() },
 	}, nil
 }
 
-// startABDRPC deploys ABD over RPC: the same replica processes, the
+// startPRISMRS deploys PRISM-RS, the volume created by a prismrs client.
+func startPRISMRS(ctx context.Context, env *bench.Env, v volume) (*deployment, error) {
+	return startDesign(ctx, env, v, "PRISM-RS", design{
+		create: func(ctx context.Context, dev verbs.Device, addrs []string, token string, v volume) error {
+			c, err := prismrs.Create(ctx, prismrs.Config{Dev: dev, Replicas: addrs, Token: token}, v.blockSize, v.blocks)
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		},
+		open: func(ctx context.Context, dev verbs.Device, addrs []string, token string) (blockstore.Store, error) {
+			return prismrs.Dial(ctx, prismrs.Config{Dev: dev, Replicas: addrs, Token: token})
+		},
+	})
+}
+
+// startABDRPC deploys ABD over RPC on the same replica program, the
 // volume created and used through the replicas' RPCs.
 func startABDRPC(ctx context.Context, env *bench.Env, v volume) (*deployment, error) {
-	rs, err := startReplicas(ctx, env, v)
-	if err != nil {
-		return nil, err
-	}
-	dev, err := verbs.Open(clientDevice + rs.token)
-	if err != nil {
-		rs.stop()
-		return nil, err
-	}
-	cfg := func() abdrpc.Config {
-		return abdrpc.Config{Dev: dev, Replicas: rs.addrs(), Token: rs.token}
-	}
-	if err := abdrpc.Create(ctx, cfg(), blockstore.Layout{BlockSize: v.blockSize, Blocks: v.blocks}); err != nil {
-		dev.Close()
-		rs.stop()
-		return nil, fmt.Errorf("ABD over RPC: create the volume: %w", err)
-	}
-	return &deployment{
-		transport: "tcp",
-		pids:      rs.pids(),
-		open:      func(ctx context.Context) (blockstore.Store, error) { return abdrpc.Dial(ctx, cfg()) },
-		stop:      func() { dev.Close(); rs.stop() },
-	}, nil
+	return startDesign(ctx, env, v, "ABD over RPC", design{
+		create: func(ctx context.Context, dev verbs.Device, addrs []string, token string, v volume) error {
+			return abdrpc.Create(ctx, abdrpc.Config{Dev: dev, Replicas: addrs, Token: token}, blockstore.Layout{BlockSize: v.blockSize, Blocks: v.blocks})
+		},
+		open: func(ctx context.Context, dev verbs.Device, addrs []string, token string) (blockstore.Store, error) {
+			return abdrpc.Dial(ctx, abdrpc.Config{Dev: dev, Replicas: addrs, Token: token})
+		},
+	})
 }

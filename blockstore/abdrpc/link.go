@@ -104,7 +104,7 @@ func (c *Client) checkLink(ctx context.Context, l *link) error {
 	if err != nil {
 		return err
 	}
-	if !sameLayout(in.Layout, c.layout) {
+	if !in.Layout.Equal(c.layout) {
 		return fmt.Errorf("%w: the replica holds %d blocks of %d bytes on %v", blockstore.ErrNoVolume,
 			in.Layout.Blocks, in.Layout.BlockSize, in.Layout.Replicas)
 	}
@@ -124,19 +124,6 @@ func checkGrant(b []byte) error {
 		return fmt.Errorf("%w: claim answered %x", blockstore.ErrProtocol, b)
 	}
 	return nil
-}
-
-// sameLayout reports whether a and b are one layout.
-func sameLayout(a, b blockstore.Layout) bool {
-	if a.BlockSize != b.BlockSize || a.Blocks != b.Blocks || len(a.Replicas) != len(b.Replicas) {
-		return false
-	}
-	for i := range a.Replicas {
-		if a.Replicas[i] != b.Replicas[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // install makes l m's connection and watches it; it reports false (and

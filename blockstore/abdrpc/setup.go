@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/rdmakit/rdmakit/blockstore"
@@ -146,7 +145,7 @@ func (c *Client) learnLayout(ctx context.Context) (blockstore.Layout, error) {
 			if err != nil {
 				return false, err
 			}
-			if !sameSet(in.Layout.Replicas, c.cfg.Replicas) {
+			if !blockstore.SameReplicas(in.Layout.Replicas, c.cfg.Replicas) {
 				return false, fmt.Errorf("%w: the replica holds a volume of replicas %v", blockstore.ErrNoVolume, in.Layout.Replicas)
 			}
 			k, err := replica.MarshalLayout(in.Layout)
@@ -241,7 +240,7 @@ func Create(ctx context.Context, cfg Config, l blockstore.Layout) error {
 			if err != nil {
 				return false, err
 			}
-			if !sameLayout(in.Layout, l) {
+			if !in.Layout.Equal(l) {
 				return false, fmt.Errorf("%w: created %d blocks of %d bytes", blockstore.ErrProtocol, in.Layout.Blocks, in.Layout.BlockSize)
 			}
 			made++
@@ -254,18 +253,4 @@ func Create(ctx context.Context, cfg Config, l blockstore.Layout) error {
 		return nil
 	}
 	return fmt.Errorf("abdrpc: create: %w", err)
-}
-
-// sameSet reports whether a and b hold the same addresses (each list's
-// are distinct).
-func sameSet(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
 }

@@ -225,7 +225,7 @@ func (c *Client) connect(ctx context.Context, create *blockstore.Layout) (_ []*r
 		}
 		l := infos[i].Layout
 		switch {
-		case !sameSet(l.Replicas, c.cfg.Replicas):
+		case !blockstore.SameReplicas(l.Replicas, c.cfg.Replicas):
 			errs[i] = fmt.Errorf("%w: replica %s holds a volume of replicas %v", blockstore.ErrNoVolume, c.cfg.Replicas[i], l.Replicas)
 		case agreed == nil:
 			agreed = &l
@@ -258,19 +258,6 @@ func (c *Client) connect(ctx context.Context, create *blockstore.Layout) (_ []*r
 	c.layout = *agreed
 	c.layout.Replicas = slices.Clone(c.cfg.Replicas)
 	return conns, infos, nil
-}
-
-// sameSet reports whether a and b name the same replicas.
-func sameSet(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for _, x := range a {
-		if !slices.Contains(b, x) {
-			return false
-		}
-	}
-	return true
 }
 
 // maxClaims bounds the ids a client tries before it gives up.

@@ -104,7 +104,7 @@ func (c *Client) member(ctx context.Context, r *rconn) (replica.Info, error) {
 	if err != nil {
 		return replica.Info{}, err
 	}
-	if l := in.Layout; l.BlockSize != c.layout.BlockSize || l.Blocks != c.layout.Blocks || !sameSet(l.Replicas, c.layout.Replicas) {
+	if l := in.Layout; l.BlockSize != c.layout.BlockSize || l.Blocks != c.layout.Blocks || !blockstore.SameReplicas(l.Replicas, c.layout.Replicas) {
 		return replica.Info{}, fmt.Errorf("%w: replica %s holds another volume", blockstore.ErrNoVolume, r.addr)
 	}
 	return in, nil

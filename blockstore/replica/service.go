@@ -187,23 +187,10 @@ func (r *Replica) create(req, resp []byte) (int, error) {
 			return 0, err
 		}
 		r.vol.Store(v)
-	} else if !sameLayout(v.info.Layout, l) {
+	} else if !v.info.Layout.Equal(l) {
 		return 0, fmt.Errorf("%w: %d blocks of %d bytes on %v", ErrExists, v.info.Layout.Blocks, v.info.Layout.BlockSize, v.info.Layout.Replicas)
 	}
 	return putInfo(v.info, resp)
-}
-
-// sameLayout reports whether a and b are one layout.
-func sameLayout(a, b blockstore.Layout) bool {
-	if a.BlockSize != b.BlockSize || a.Blocks != b.Blocks || len(a.Replicas) != len(b.Replicas) {
-		return false
-	}
-	for i := range a.Replicas {
-		if a.Replicas[i] != b.Replicas[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func putInfo(in Info, resp []byte) (int, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,28 +19,10 @@ import (
 // "loads" over shm) and the node's CPU per operation; no node outlives
 // the run.
 func TestKVPeersExperiment(t *testing.T) {
-	dir := t.TempDir()
-	out, errs, code := execute(t, "bench", "run", "kv-peers", "--quick", "--duration", "30ms", "--out", dir)
-	if code != 0 {
-		t.Fatalf("exit %d: %s\n%s", code, errs, out)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "kv-peers.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Columns []struct{ Name string }
-		Rows    [][]any
-	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
-	col := map[string]int{}
-	for i, c := range res.Columns {
-		col[c.Name] = i
-	}
+	res := runExperiment(t, "kv-peers", "--quick", "--duration", "30ms")
+	col := res.col
 	seen := map[string]bool{}
-	for _, r := range res.Rows {
+	for _, r := range res.rows {
 		sys, transport := r[col["system"]].(string), r[col["transport"]].(string)
 		if sys != "prism-kv" && sys != "smart-ht" {
 			continue
@@ -63,7 +44,7 @@ func TestKVPeersExperiment(t *testing.T) {
 	}
 	for _, want := range []string{"prism-kv tcp", "prism-kv shm", "smart-ht tcp", "smart-ht shm"} {
 		if !seen[want] {
-			t.Errorf("no %s row:\n%s", want, out)
+			t.Errorf("no %s row:\n%s", want, res.out)
 		}
 	}
 	// The nodes are stopped before the run returns.

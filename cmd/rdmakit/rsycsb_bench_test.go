@@ -7,18 +7,24 @@ import (
 	"testing"
 )
 
-// TestRSYCSBExperiment runs `rdmakit bench run rs-ycsb --quick` through
-// the command, so that PRISM-RS and ABD over RPC start their replicas as
-// `rdmakit rs replica` processes: both must give a row at every point,
-// with a rate, replica CPU and the round trips their clients count (3
-// for a read that needs no write-back, more for writes).
-func TestRSYCSBExperiment(t *testing.T) {
+// experimentResult is an experiment's JSON output: its rows, and its
+// columns' indexes by name.
+type experimentResult struct {
+	col  map[string]int
+	rows [][]any
+	out  string // what the command printed
+}
+
+// runExperiment runs `rdmakit bench run NAME args…` into a temporary
+// directory and reads NAME.json back.
+func runExperiment(t *testing.T, name string, args ...string) experimentResult {
+	t.Helper()
 	dir := t.TempDir()
-	out, errs, code := execute(t, "bench", "run", "rs-ycsb", "--quick", "--duration", "50ms", "--out", dir)
+	out, errs, code := execute(t, append([]string{"bench", "run", name, "--out", dir}, args...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s\n%s", code, errs, out)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "rs-ycsb.json"))
+	b, err := os.ReadFile(filepath.Join(dir, name+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,12 +35,23 @@ func TestRSYCSBExperiment(t *testing.T) {
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatal(err)
 	}
-	col := map[string]int{}
+	r := experimentResult{col: map[string]int{}, rows: res.Rows, out: out}
 	for i, c := range res.Columns {
-		col[c.Name] = i
+		r.col[c.Name] = i
 	}
+	return r
+}
+
+// TestRSYCSBExperiment runs `rdmakit bench run rs-ycsb --quick` through
+// the command, so that PRISM-RS and ABD over RPC start their replicas as
+// `rdmakit rs replica` processes: both must give a row at every point,
+// with a rate, replica CPU and the round trips their clients count (3
+// for a read that needs no write-back, more for writes).
+func TestRSYCSBExperiment(t *testing.T) {
+	res := runExperiment(t, "rs-ycsb", "--quick", "--duration", "50ms")
+	col := res.col
 	rows := map[string]int{}
-	for _, r := range res.Rows {
+	for _, r := range res.rows {
 		sys := r[col["system"]].(string)
 		rows[sys]++
 		if sys == "etcd" {

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -12,37 +9,19 @@ import (
 // `rdmakit node`. Peers that are not installed leave their rows out; the
 // rdmakit rows and the memcpy probe are always there.
 func TestTransportLatencyExperiment(t *testing.T) {
-	dir := t.TempDir()
-	out, errs, code := execute(t, "bench", "run", "transport-latency", "--quick", "--duration", "20ms", "--out", dir)
-	if code != 0 {
-		t.Fatalf("exit %d: %s\n%s", code, errs, out)
-	}
+	res := runExperiment(t, "transport-latency", "--quick", "--duration", "20ms")
+	out, col := res.out, res.col
 	mustContain(t, out, "| rdmakit tcp | read 8 B | rtt | 1 |", "| rdmakit tcp | send 8 B | rtt | 1 |",
 		"| rdmakit tcp | read 8 B | rate | 64 |", "- **transport:** tcp, shm",
 		"| rdmakit shm | read 8 B | lat | 1 |", "| rdmakit shm | cas 8 B | lat | 1 |",
 		"| rdmakit shm | send 8 B | one-way | 1 |", "| rdmakit shm | write 1 MiB | bw |", "| go copy() | memcpy 1 MiB | bw | 1 |")
-	b, err := os.ReadFile(filepath.Join(dir, "transport-latency.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Columns []struct{ Name string }
-		Rows    [][]any
-	}
-	if err := json.Unmarshal(b, &res); err != nil {
-		t.Fatal(err)
-	}
-	col := map[string]int{}
-	for i, c := range res.Columns {
-		col[c.Name] = i
-	}
 	positive := func(r []any, name string) bool {
 		v, ok := r[col[name]].(float64)
 		return ok && v > 0
 	}
 	rates, rtts, shmLat, shmBW := 0, 0, 0, 0
 	ucx := map[string]bool{}
-	for _, r := range res.Rows {
+	for _, r := range res.rows {
 		switch r[col["system"]] {
 		case "ucx_perftest UCX_TLS=posix":
 			if !positive(r, "avg") || !positive(r, "p50") {
