@@ -79,6 +79,7 @@ func (r *Replica) Joined() <-chan struct{} { return r.joined }
 // replica is not a member until it completes.
 func (r *Replica) startJoin(jc JoinConfig) error {
 	jc.defaults()
+	jc.Replicas = slices.Clone(jc.Replicas) // the caller's may change
 	if err := jc.check(); err != nil {
 		return fmt.Errorf("replica: join: %w", err)
 	}

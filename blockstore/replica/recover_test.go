@@ -49,7 +49,10 @@ func (b *rbed) start(i int, cmAddr string, jc *replica.JoinConfig) {
 		b.t.Fatal(err)
 	}
 	b.t.Cleanup(func() { srv.Close() })
-	b.servers[i], b.addrs[i] = srv, srv.Info().CM
+	b.servers[i] = srv
+	if b.addrs[i] == "" {
+		b.addrs[i] = srv.Info().CM // a replica that rejoins keeps it
+	}
 }
 
 // kill crashes replica i (its memory is gone) and frees its address.
