@@ -225,7 +225,10 @@ func newRSCreateCmd() *cobra.Command {
 		Long: `create lays a volume of --blocks blocks of --block-size bytes out on every
 replica of --replicas (a majority must answer; the others take it when they
 are next reached). Creating the same volume again succeeds; another layout
-on replicas that hold a volume fails.`,
+on replicas that hold a volume fails. Once the volume has been written, a
+replica that missed the create or restarted must not be created again: start
+it with 'rs replica --join' instead, which copies the volume from the others
+before it serves.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, err := parseBytes(size)
