@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/rdmakit/rdmakit/blockstore"
+	"github.com/rdmakit/rdmakit/blockstore/abdrpc"
 	"github.com/rdmakit/rdmakit/blockstore/prismrs"
 	"github.com/rdmakit/rdmakit/blockstore/replica"
 	"github.com/rdmakit/rdmakit/internal/remotedev"
@@ -83,22 +86,48 @@ func killCycles(t *testing.T) int {
 }
 
 // TestKillRestartTCP: three replicas in processes of their own, over
-// tcp; 16 PRISM-RS clients read and write 8 blocks while, cycle after
-// cycle, one replica is killed with SIGKILL mid-run and restarted empty
-// with a join (replica.Config.Join, as 'rs replica --join'); the next
-// kill waits until it is a member and every client uses it again, so
-// never more than f = 1 is down. At least 1,000 operations per cycle
-// (20 cycles: RS_KILL_CYCLES=20, 20,000 operations); then every block
-// is read back: no acknowledged write is lost, and porcupine finds the
-// history linearizable.
+// tcp; 16 clients read and write 8 blocks while, cycle after cycle, one
+// replica is killed with SIGKILL mid-run and restarted empty with a join
+// (replica.Config.Join, as 'rs replica --join'); the next kill waits
+// until it is a member and every client uses it again, so never more
+// than f = 1 is down. At least 1,000 operations per cycle (20 cycles:
+// RS_KILL_CYCLES=20, 20,000 operations); then every block is read back:
+// no acknowledged write is lost, and porcupine finds the history
+// linearizable. For PRISM-RS and for ABD over RPC.
 func TestKillRestartTCP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts replica processes")
 	}
+	for _, design := range []string{"prism-rs", "abd-rpc"} {
+		t.Run(design, func(t *testing.T) { killRestart(t, design) })
+	}
+}
+
+// dialTCP connects a client of design to the replicas at addrs over
+// tcp, creating the volume first when blocks > 0.
+func dialTCP(ctx context.Context, design string, addrs []string, bs int, blocks uint64) (store, error) {
+	if design == "prism-rs" {
+		cfg := prismrs.Config{Device: "tcp://127.0.0.1:0", Replicas: addrs, Timeout: 50 * time.Millisecond}
+		if blocks > 0 {
+			return prismrs.Create(ctx, cfg, bs, blocks)
+		}
+		return prismrs.Dial(ctx, cfg)
+	}
+	cfg := abdrpc.Config{Device: "tcp://127.0.0.1:0", Replicas: addrs, Redial: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+	if blocks > 0 {
+		if err := abdrpc.Create(ctx, cfg, blockstore.Layout{BlockSize: bs, Blocks: blocks, Replicas: addrs}); err != nil {
+			return nil, err
+		}
+	}
+	return abdrpc.Dial(ctx, cfg)
+}
+
+func killRestart(t *testing.T, design string) {
 	const (
 		clients = 16
-		blocks  = 8
+		blocks  = 8 // the workload's
 		bs      = 512
+		volume  = 1024 // a restarted replica copies them all while the clients go on
 	)
 	cycles := killCycles(t)
 	minOps := uint64(1000 * cycles)
@@ -111,14 +140,11 @@ func TestKillRestartTCP(t *testing.T) {
 	defer cancel()
 	var cs []store
 	for len(cs) < clients {
-		cfg := prismrs.Config{Device: "tcp://127.0.0.1:0", Replicas: addrs, Timeout: 50 * time.Millisecond}
-		var c *prismrs.Client
-		var err error
+		var create uint64
 		if len(cs) == 0 {
-			c, err = prismrs.Create(ctx, cfg, bs, blocks)
-		} else {
-			c, err = prismrs.Dial(ctx, cfg)
+			create = volume
 		}
+		c, err := dialTCP(ctx, design, addrs, bs, create)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,6 +163,7 @@ func TestKillRestartTCP(t *testing.T) {
 	}
 	start := time.Now()
 	perCycle := minOps / uint64(cycles)
+	var during uint64 // operations while a replica restarted and recovered
 	for k := range cycles {
 		if err := rec.waitOps(rec.done.Load()+perCycle/2, 30*time.Second); err != nil {
 			fail(err)
@@ -151,7 +178,9 @@ func TestKillRestartTCP(t *testing.T) {
 		if err := rec.waitOps(rec.done.Load()+perCycle/4, 30*time.Second); err != nil {
 			fail(err) // the others go on without it
 		}
+		before := rec.done.Load()
 		procs[i], _ = startReplica(t, addrs[i], strings.Join(addrs, ","))
+		during += rec.done.Load() - before
 		if err := waitConnected(cs, len(procs), 30*time.Second); err != nil {
 			fail(fmt.Errorf("cycle %d: %w", k, err))
 		}
@@ -184,7 +213,8 @@ func TestKillRestartTCP(t *testing.T) {
 	if res != porcupine.Ok {
 		t.Fatalf("history of %d operations: %v", ops, res)
 	}
-	t.Logf("%d kill -9 and rejoin cycles, %d operations in %v, linearizable, no acknowledged write lost", cycles, ops, took.Round(time.Millisecond))
+	t.Logf("%d kill -9 and rejoin cycles, %d operations in %v (%d while a replica restarted and copied), linearizable, no acknowledged write lost",
+		cycles, ops, took.Round(time.Millisecond), during)
 	if uint64(ops) < minOps {
 		t.Fatalf("%d operations, want at least %d", ops, minOps)
 	}
