@@ -246,10 +246,12 @@ func (v *volume) close() error {
 }
 
 // installSlot makes ⟨tag | data⟩ block id's PRISM-RS value unless the
-// slot holds a tag at least as new: the CPU's own install, in a buffer it
-// carves and fills, for a recovering replica, whose region no client can
-// reach yet (its MethodInfo fails), so no NIC atomic races the stores.
-// A buffer it replaces was never reachable either: it is freed.
+// slot holds a tag at least as new: the CPU's own install for a
+// recovering replica, whose region no client can reach yet (its
+// MethodInfo fails), so no NIC operation races the stores. The first
+// install of a block fills a buffer the CPU carves; a later one (an
+// attempt that found a newer tag) rewrites that buffer in place: nobody
+// else has ever reached it.
 func (v *volume) installSlot(id uint64, tag Tag, data []byte) error {
 	if err := v.info.Layout.CheckOp(id, len(data)); err != nil {
 		return err
@@ -259,18 +261,17 @@ func (v *volume) installSlot(id uint64, tag Tag, data []byte) error {
 	if Tag(binary.NativeEndian.Uint64(s[8:])) >= tag {
 		return nil
 	}
-	addr, err := v.pool.Take(v.info.Queue)
-	if err != nil {
-		return fmt.Errorf("replica: a buffer for block %d: %w", id, err)
+	addr := binary.NativeEndian.Uint64(s)
+	if addr == v.info.Zero {
+		var err error
+		if addr, err = v.pool.Take(v.info.Queue); err != nil {
+			return fmt.Errorf("replica: a buffer for block %d: %w", id, err)
+		}
 	}
 	buf := b[addr-v.mr.Addr():]
 	binary.LittleEndian.PutUint64(buf, uint64(tag))
 	copy(buf[BufHead:BufHead+len(data)], data)
-	old := binary.NativeEndian.Uint64(s)
 	binary.NativeEndian.PutUint64(s, addr)
 	binary.NativeEndian.PutUint64(s[8:], uint64(tag))
-	if old != v.info.Zero {
-		return v.pool.Free(v.info.Queue, old)
-	}
 	return nil
 }
