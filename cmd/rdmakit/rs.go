@@ -223,12 +223,12 @@ func newRSCreateCmd() *cobra.Command {
 		Use:   "create",
 		Short: "Create a volume on its replicas",
 		Long: `create lays a volume of --blocks blocks of --block-size bytes out on every
-replica of --replicas (a majority must answer; the others take it when they
-are next reached). Creating the same volume again succeeds; another layout
-on replicas that hold a volume fails. Once the volume has been written, a
-replica that missed the create or restarted must not be created again: start
-it with 'rs replica --join' instead, which copies the volume from the others
-before it serves.`,
+replica of --replicas (a majority must answer). Creating the same volume
+again succeeds and changes nothing; another layout on replicas that hold a
+volume fails. A volume a majority holds already is not created on the replicas
+that lack it (one that missed the create, or restarted): that would make them
+members with none of its writes. Start those with 'rs replica --join' instead,
+which copies the volume from the others before it serves.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, err := parseBytes(size)
@@ -237,6 +237,22 @@ before it serves.`,
 			}
 			if n < blockstore.MinBlockSize || n > blockstore.MaxBlockSize {
 				return fmt.Errorf("--block-size %s: %w (%d B to %d KiB)", size, blockstore.ErrBlockSize, blockstore.MinBlockSize, blockstore.MaxBlockSize>>10)
+			}
+			// A volume a majority holds already is left as it is: creating
+			// it on the replicas that lack it would make them members with
+			// none of its writes.
+			if s, err := f.open(cmd.Context(), 0, 0); err == nil {
+				defer s.Close()
+				l := s.Layout()
+				if l.BlockSize != int(n) || l.Blocks != blocks {
+					return fmt.Errorf("%w: the replicas hold %d blocks of %d bytes", replica.ErrExists, l.Blocks, l.BlockSize)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "volume of %d blocks of %d bytes on %s (it existed)\n", l.Blocks, l.BlockSize, strings.Join(l.Replicas, ","))
+				if c, ok := s.(interface{ Connected() int }); ok && c.Connected() < len(l.Replicas) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%d of %d replicas hold it; start the others with 'rdmakit rs replica --join %s' to copy it\n",
+						c.Connected(), len(l.Replicas), strings.Join(l.Replicas, ","))
+				}
+				return nil
 			}
 			s, err := f.open(cmd.Context(), int(n), blocks)
 			if err != nil {

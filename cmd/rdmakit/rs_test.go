@@ -109,7 +109,8 @@ func TestRSCommands(t *testing.T) {
 // another replica stopped), and the blocks written before (both
 // designs) read back from it and the last one. (That the copy is what
 // keeps them is blockstore/replica's TestRecovery.) A --join list
-// without the replica is refused.
+// without the replica is refused; create leaves a replica restarted
+// without --join out of the volume, and says to --join it.
 func TestRSReplicaJoin(t *testing.T) {
 	var addrs []string
 	for range 3 {
@@ -189,6 +190,16 @@ func TestRSReplicaJoin(t *testing.T) {
 	if code := run(context.Background(), []string{"rs", "replica", "--listen", addrs[0], "--join", addrs[1] + "," + addrs[2] + ",127.0.0.1:1"}, &o, &e); code == 0 ||
 		!strings.Contains(e.String(), "--self") {
 		t.Fatalf("--join without this replica: %d %q", code, e.String())
+	}
+	stop(rs[0])
+	// Restarted without --join: create leaves it out.
+	rs[0] = serve("--listen", addrs[0])
+	if out, code := cli("create", "--block-size", "1KiB", "--blocks", "64"); code != 0 || !strings.Contains(out, "it existed") ||
+		!strings.Contains(out, "2 of 3 replicas hold it; start the others with 'rdmakit rs replica --join") {
+		t.Fatalf("create with a replica restarted empty: %d %s", code, out)
+	}
+	if out, code := cli("create", "--block-size", "1KiB", "--blocks", "65"); code == 0 || !strings.Contains(out, "another volume exists") {
+		t.Fatalf("create of another layout: %d %s", code, out)
 	}
 	stop(rs[0])
 	rs[0] = serve("--listen", addrs[0], "--join", replicas)
