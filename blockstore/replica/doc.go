@@ -128,7 +128,9 @@
 // PRISM-RS clients return to it only the buffers they replaced in it (a
 // client returns the previous life's buffers only to the same rkey and
 // slots address). Never create the volume again on a restarted replica
-// ('rs create'): that would make it a member, empty.
+// (MethodCreate: prismrs.Create, abdrpc.Create): that would make it a
+// member, empty. 'rdmakit rs create' checks first, and leaves a volume
+// that a majority holds as it is.
 //
 // # Serving a replica
 //
