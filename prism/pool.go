@@ -223,3 +223,24 @@ func (p *Pool) Stats() PoolStats {
 	defer p.mu.Unlock()
 	return p.stats
 }
+
+// Take carves a fresh buffer of class queue for the region owner's own
+// use — one its CPU fills and installs itself, while no peer can reach
+// the region yet — and returns its address; ErrPoolFull when the region
+// has no room left. It goes back through Free like any other buffer once
+// no pointer reaches it.
+func (p *Pool) Take(queue uint32) (uint64, error) {
+	if int(queue) >= p.classes {
+		return 0, fmt.Errorf("%w: class %d of %d", verbs.ErrInvalidArg, queue, p.classes)
+	}
+	size := uint64(p.min) << queue
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	off := (p.carve + size - 1) / size * size
+	if off+size > uint64(p.mr.Len()) {
+		return 0, ErrPoolFull
+	}
+	p.carve = off + size
+	p.stats.Carved++
+	return p.mr.Addr() + off, nil
+}

@@ -66,6 +66,15 @@
 // ends and then fails with blockstore.ErrNoQuorum wrapping the context's
 // error: give operations a deadline.
 //
+// A replica that restarted holds nothing: one started empty holds no
+// volume (blockstore.ErrNoVolume), one restarted with a join
+// (replica.Config.Join, 'rdmakit rs replica --join') answers
+// replica.ErrRecovering while it copies every block from f+1 of the
+// others. Either way its MethodInfo does not describe the client's
+// volume, so the re-dialer keeps it out of the phases until it does:
+// then it is a member again, holding every acknowledged write (package
+// blockstore/replica, Recovery, says why).
+//
 // Dial needs a majority reachable and agreeing on one volume
 // (replica.MethodInfo); it gives up on the slower replicas shortly after
 // a majority answered, and re-dials them in the background. Create makes

@@ -93,9 +93,15 @@
 //     blockstore.ErrNoQuorum at once; when a majority does not answer
 //     before the context ends, with ErrNoQuorum wrapping the context's
 //     error. A replica that restarts empty holds no volume and is not
-//     used; one that is created again empty must first copy every
-//     block's latest ⟨tag, data⟩ from a majority, or it weakens the
-//     quorum (recovery is not this package's).
+//     used. One restarted with a join (replica.Config.Join, 'rdmakit rs
+//     replica --join') answers MethodInfo with replica.ErrRecovering
+//     while it copies every block's latest ⟨tag, data⟩ from f+1 of the
+//     others, so it is not used either; the client's background dialing
+//     takes it in once it answers as a member, with the new region's
+//     rkey. Buffers the client replaced in the old region are not
+//     returned to the new one (a different rkey). See package
+//     blockstore/replica, Recovery, for why no acknowledged write is
+//     lost.
 //   - A writer that dies half-way: its tag may be at fewer than a
 //     majority of the replicas. A read that sees it writes it back
 //     before returning it, so it is then as good as written; a read that

@@ -64,13 +64,73 @@
 //	MethodRead     (5)  u64 block                   → u64 tag | data
 //	MethodWrite    (6)  u64 block | u64 tag | data  → u64 previous tag | u8 installed
 //
+// While the replica recovers (Recovery, below), every method but
+// MethodClaim and MethodWrite fails with ErrRecovering.
 // MethodWrite installs data only if tag is greater than the block's
 // (under the block's lock); either answer is an ack for ABD. Errors
 // come back as *rpc.RemoteError whose text starts with the typed error's;
 // MapErr turns them back into blockstore.ErrNoVolume, ErrBlockSize,
-// ErrOutOfRange, ErrReplicas, ErrProtocol, ErrExists or ErrIDTaken. A
+// ErrOutOfRange, ErrReplicas, ErrProtocol, ErrExists, ErrIDTaken or ErrRecovering. A
 // client's rpc MaxMessage must be at least MaxMessage(BlockSize) for
 // MethodRead and MethodWrite, and MaxInfo+rpc.Header for the others.
+//
+// # Recovery
+//
+// A replica keeps its volume in memory only: one that restarts comes
+// back empty, and must not count in a quorum as it is, or it weakens
+// every quorum it is in (a write acknowledged by it and one other
+// replica would then live at one replica only, and a failure of that one
+// would lose it). It rejoins instead (Config.Join; 'rdmakit rs replica
+// --join'):
+//
+//  1. From the start it is not a member: MethodInfo, MethodCreate,
+//     MethodRead and MethodReadTag fail with ErrRecovering. Clients of
+//     both designs take a replica into their quorums only once its
+//     MethodInfo describes their volume, and re-dial the others in the
+//     background, so they leave it out and take it in once it answers.
+//     No client learns the PRISM-RS region's rkey and addresses before
+//     then, so nobody but the replica's CPU touches its slots.
+//  2. It dials the other replicas and asks each for the volume
+//     (MethodInfo); at least f+1 of the 2f others must answer as members
+//     of one volume whose replica list is its own. While fewer do it
+//     retries, with a pause doubling from JoinConfig.Retry to MaxRetry,
+//     and logs why; closing the replica (SIGTERM) stops it.
+//  3. It lays the volume out from their layout, still recovering.
+//  4. It copies every block, JoinConfig.Window blocks at a time, from
+//     every donor it reached — at least f+1 — and from both designs'
+//     copies: the PRISM-RS buffer by a one-sided indirect READ through
+//     the donor's slot (the donor's NIC; the same READ as a PRISM-RS
+//     read's phase 1, so the tag and data belong together), the RPC
+//     store's ⟨tag, data⟩ by MethodRead (the donor's CPU, under the
+//     block's lock). Per block and design it installs the largest tag's
+//     data, greater-than: a PRISM-RS buffer the CPU carves
+//     (prism.Pool.Take), fills, then points the slot to; the RPC store
+//     by MethodWrite's rule. A donor that fails mid-copy is dropped; if
+//     fewer than f+1 are left the attempt fails and the next one starts
+//     over (installs are idempotent: never over a newer tag).
+//  5. It becomes a member: MethodInfo answers, clients take it in.
+//
+// Why nothing acknowledged is lost: a write (or a read's write-back)
+// acknowledged before the copy read its block is held — that tag or a
+// newer one — by f+1 replicas, its ack set. The replica's earlier life
+// may be one of them, so at least f of the 2f others hold it. The copy
+// reads f+1 of the 2f others, and f+1 + f > 2f: it meets the ack set,
+// so the replica ends with that tag or a newer one (with n = 3, f = 1:
+// it must read both others). A write acknowledged after its block was
+// read has an ack set of f+1 replicas that are not this one (no client
+// reaches it yet) — still a majority of all n, which meets every
+// majority the replica is later part of. So every majority holds every
+// acknowledged write again, as before the restart, as long as at most f
+// replicas are down or recovering at any time (two recovering at once
+// do not count each other: neither answers MethodInfo).
+//
+// The buffer pool is fresh too: the restarted region has a new rkey, and
+// PRISM-RS clients return to it only the buffers they replaced in it (a
+// client returns the previous life's buffers only to the same rkey and
+// slots address). Never create the volume again on a restarted replica
+// (MethodCreate: prismrs.Create, abdrpc.Create): that would make it a
+// member, empty. 'rdmakit rs create' checks first, and leaves a volume
+// that a majority holds as it is.
 //
 // # Serving a replica
 //

@@ -47,6 +47,10 @@ type Config struct {
 	// Recvs is the RPC receives posted per connection (default 16);
 	// clients keep at most that many calls in flight.
 	Recvs int
+	// Join, when not nil, makes the replica rejoin a volume that exists
+	// on the others (it restarted empty): it answers as a member only
+	// once it has copied every block from them (join.go).
+	Join *JoinConfig
 }
 
 func (c *Config) defaults() {
@@ -119,6 +123,13 @@ type Replica struct {
 	mu     sync.Mutex
 	vol    atomic.Pointer[volume]
 	claims map[uint32]*session
+
+	// Recovery (Config.Join): recovering until the copy is done, when
+	// joined closes; stopJoin ends it, joinDone closes when it has.
+	recovering atomic.Bool
+	joined     chan struct{}
+	stopJoin   context.CancelFunc
+	joinDone   chan struct{}
 }
 
 var _ memnode.MetricsService = (*Replica)(nil)
@@ -129,7 +140,12 @@ var _ memnode.MetricsService = (*Replica)(nil)
 func Service(cfg Config, made func(*Replica)) memnode.NewServiceFunc {
 	return func(dev verbs.Device, pd verbs.PD) (memnode.Service, error) {
 		cfg.defaults()
-		r := &Replica{cfg: cfg, dev: dev, pd: pd, claims: map[uint32]*session{}}
+		r := &Replica{cfg: cfg, dev: dev, pd: pd, claims: map[uint32]*session{}, joined: make(chan struct{})}
+		if cfg.Join == nil {
+			close(r.joined)
+		} else if err := r.startJoin(*cfg.Join); err != nil {
+			return nil, err
+		}
 		if made != nil {
 			made(r)
 		}
@@ -164,8 +180,13 @@ func (r *Replica) Admit(service string) error {
 // Describe implements memnode.Service: the volume travels by RPC.
 func (r *Replica) Describe(*memnode.Info) {}
 
-// Close implements memnode.Service: it releases the volume.
+// Close implements memnode.Service: it stops a recovery still running
+// and releases the volume.
 func (r *Replica) Close() error {
+	if r.stopJoin != nil {
+		r.stopJoin()
+		<-r.joinDone
+	}
 	if v := r.vol.Load(); v != nil {
 		return v.close()
 	}
@@ -175,6 +196,9 @@ func (r *Replica) Close() error {
 // create is MethodCreate.
 func (r *Replica) create(req, resp []byte) (int, error) {
 	defer r.count(MethodCreate, time.Now())
+	if r.recovering.Load() {
+		return 0, ErrRecovering
+	}
 	l, err := UnmarshalLayout(req)
 	if err != nil {
 		return 0, err
@@ -209,10 +233,20 @@ func (r *Replica) volume() (*volume, error) {
 	return nil, blockstore.ErrNoVolume
 }
 
+// member returns the volume of a replica that is a member of it: not
+// while it recovers (ErrRecovering), nor before a volume exists
+// (ErrNoVolume).
+func (r *Replica) member() (*volume, error) {
+	if r.recovering.Load() {
+		return nil, ErrRecovering
+	}
+	return r.volume()
+}
+
 // info is MethodInfo.
 func (r *Replica) info(_, resp []byte) (int, error) {
 	defer r.count(MethodInfo, time.Now())
-	v, err := r.volume()
+	v, err := r.member()
 	if err != nil {
 		return 0, err
 	}
@@ -259,7 +293,7 @@ func blockReq(req []byte, n int) (uint64, error) {
 // readTag is MethodReadTag.
 func (r *Replica) readTag(req, resp []byte) (int, error) {
 	defer r.count(MethodReadTag, time.Now())
-	v, err := r.volume()
+	v, err := r.member()
 	if err != nil {
 		return 0, err
 	}
@@ -273,7 +307,7 @@ func (r *Replica) readTag(req, resp []byte) (int, error) {
 // read is MethodRead.
 func (r *Replica) read(req, resp []byte) (int, error) {
 	defer r.count(MethodRead, time.Now())
-	v, err := r.volume()
+	v, err := r.member()
 	if err != nil {
 		return 0, err
 	}

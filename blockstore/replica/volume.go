@@ -244,3 +244,34 @@ func (v *volume) close() error {
 	})
 	return err
 }
+
+// installSlot makes ⟨tag | data⟩ block id's PRISM-RS value unless the
+// slot holds a tag at least as new: the CPU's own install for a
+// recovering replica, whose region no client can reach yet (its
+// MethodInfo fails), so no NIC operation races the stores. The first
+// install of a block fills a buffer the CPU carves; a later one (an
+// attempt that found a newer tag) rewrites that buffer in place: nobody
+// else has ever reached it.
+func (v *volume) installSlot(id uint64, tag Tag, data []byte) error {
+	if err := v.info.Layout.CheckOp(id, len(data)); err != nil {
+		return err
+	}
+	b := v.mr.Bytes()
+	s := b[SlotSize*id : SlotSize*(id+1)]
+	if Tag(binary.NativeEndian.Uint64(s[8:])) >= tag {
+		return nil
+	}
+	addr := binary.NativeEndian.Uint64(s)
+	if addr == v.info.Zero {
+		var err error
+		if addr, err = v.pool.Take(v.info.Queue); err != nil {
+			return fmt.Errorf("replica: a buffer for block %d: %w", id, err)
+		}
+	}
+	buf := b[addr-v.mr.Addr():]
+	binary.LittleEndian.PutUint64(buf, uint64(tag))
+	copy(buf[BufHead:BufHead+len(data)], data)
+	binary.NativeEndian.PutUint64(s, addr)
+	binary.NativeEndian.PutUint64(s[8:], uint64(tag))
+	return nil
+}

@@ -39,12 +39,19 @@ const (
 	MethodWrite = 6
 )
 
+// While a replica recovers (Config.Join), MethodInfo, MethodCreate,
+// MethodReadTag and MethodRead fail with ErrRecovering: it is not a
+// member of the volume yet, and its clients leave it out.
+
 // Errors of the replica.
 var (
 	// ErrExists: a volume with another layout is already on the replica.
 	ErrExists = errors.New("replica: another volume exists")
 	// ErrIDTaken: another connection holds the client id.
 	ErrIDTaken = errors.New("replica: client id taken")
+	// ErrRecovering: the replica is copying the volume from the others
+	// (Config.Join) and is not a member yet.
+	ErrRecovering = errors.New("replica: recovering, not a member yet")
 )
 
 // Info is what a client needs of a replica: the volume's layout and
@@ -180,7 +187,7 @@ func UnmarshalInfo(b []byte) (Info, error) {
 
 // known are the errors a handler's text may start with, in the order
 // MapErr tries them.
-var known = []error{ErrExists, ErrIDTaken, blockstore.ErrNoVolume, blockstore.ErrBlockSize,
+var known = []error{ErrExists, ErrIDTaken, ErrRecovering, blockstore.ErrNoVolume, blockstore.ErrBlockSize,
 	blockstore.ErrOutOfRange, blockstore.ErrReplicas, blockstore.ErrProtocol}
 
 // MapErr turns a replica handler's error, as a client's rpc call returns

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,14 +42,23 @@ The volume's layout (block size, count, replica list) is stored on the replicas:
 a client needs only the replica list. --design picks the client's protocol:
 prism-rs (ABD on PRISM's indirect READ, ALLOCATE and enhanced CAS: no replica
 CPU on the data path) or abd-rpc (the same protocol run by each replica's CPU).
-A volume is written through one design.`,
+A volume is written through one design.
+
+A replica that restarts comes back empty; start it again with --join (the
+volume's replica list) so that it copies every block from the others before it
+answers as a member:
+
+  rdmakit rs replica --listen 127.0.0.1:7482 --join 127.0.0.1:7481,127.0.0.1:7482,127.0.0.1:7483
+
+Never run 'rs create' again for a restarted replica: it would make it a member
+with an empty volume, and a later failure of another replica could lose writes.`,
 	}
 	cmd.AddCommand(newRSReplicaCmd(), newRSCreateCmd(), newRSReadCmd(), newRSWriteCmd(), newRSBenchCmd())
 	return cmd
 }
 
 func newRSReplicaCmd() *cobra.Command {
-	var device, listen, metrics, maxMem string
+	var device, listen, metrics, maxMem, join, self string
 	var token tokenFlags
 	var probe time.Duration
 	var maxConns int
@@ -61,7 +71,12 @@ or SIGTERM. It starts empty: 'rdmakit rs create' lays the volume out on every
 replica. A client must present the token (--token, --token-file or
 $RDMAKIT_TOKEN) when the replica has one; a client that is gone (--probe) has
 its QP, CQ and goroutine freed, and its client id released. The data lives
-only in the replica's memory: a replica that restarts comes back empty.
+only in the replica's memory: a replica that restarts comes back empty, and
+must be started with --join, the volume's replica list (this replica's
+--listen address in it, or --self when it is named otherwise there): it learns
+the layout from the others, copies every block's latest value from a majority
+of them, and only then answers clients as a member. While fewer than that
+answer it keeps trying (and says so in its log); SIGTERM stops it.
 --listen also takes tcp://HOST:PORT; --device shm://NAME serves clients on this
 host through shared memory.`,
 		Args: cobra.NoArgs,
@@ -91,8 +106,22 @@ host through shared memory.`,
 			} else if probe == 0 {
 				probe = -1 // disabled
 			}
+			rcfg := replica.Config{MaxMemory: mem}
+			if join != "" {
+				jc := &replica.JoinConfig{Replicas: strings.Split(join, ","), Self: self, Token: tok}
+				if jc.Self == "" {
+					jc.Self = listen
+				}
+				if err := blockstore.CheckReplicas(jc.Replicas); err != nil {
+					return fmt.Errorf("--join: %w", err)
+				}
+				if !slices.Contains(jc.Replicas, jc.Self) {
+					return fmt.Errorf("--join: this replica (%s) is not in %s: give --self", jc.Self, join)
+				}
+				rcfg.Join = jc
+			}
 			srv, err := memnode.Start(ctx, memnode.Config{Device: device, CM: listen, Metrics: metrics, Token: tok, Probe: probe, MaxClients: maxConns,
-				NewService: replica.Service(replica.Config{MaxMemory: mem}, nil), Logger: slog.Default()})
+				NewService: replica.Service(rcfg, nil), Logger: slog.Default()})
 			if err != nil {
 				return err
 			}
@@ -112,6 +141,8 @@ host through shared memory.`,
 	fl.StringVar(&maxMem, "max-memory", "1GiB", "largest volume the replica holds (blocks, their spare buffers and the slots)")
 	fl.DurationVar(&probe, "probe", memnode.DefaultProbe, "how often each client is checked (a 0-byte READ); a gone client's QP, CQ and goroutine are freed. 0 disables")
 	fl.IntVar(&maxConns, "max-conns", memnode.DefaultMaxClients, "clients served at once; more are refused")
+	fl.StringVar(&join, "join", "", "rejoin the volume of these replicas (comma-separated cm addresses, this one included): copy it from them before serving")
+	fl.StringVar(&self, "self", "", "this replica's address in --join (default --listen)")
 	token.add(fl, "auth token clients must present (also passed to the device as token=)")
 	return cmd
 }
@@ -192,9 +223,12 @@ func newRSCreateCmd() *cobra.Command {
 		Use:   "create",
 		Short: "Create a volume on its replicas",
 		Long: `create lays a volume of --blocks blocks of --block-size bytes out on every
-replica of --replicas (a majority must answer; the others take it when they
-are next reached). Creating the same volume again succeeds; another layout
-on replicas that hold a volume fails.`,
+replica of --replicas (a majority must answer). Creating the same volume
+again succeeds and changes nothing; another layout on replicas that hold a
+volume fails. A volume a majority holds already is not created on the replicas
+that lack it (one that missed the create, or restarted): that would make them
+members with none of its writes. Start those with 'rs replica --join' instead,
+which copies the volume from the others before it serves.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, err := parseBytes(size)
@@ -203,6 +237,22 @@ on replicas that hold a volume fails.`,
 			}
 			if n < blockstore.MinBlockSize || n > blockstore.MaxBlockSize {
 				return fmt.Errorf("--block-size %s: %w (%d B to %d KiB)", size, blockstore.ErrBlockSize, blockstore.MinBlockSize, blockstore.MaxBlockSize>>10)
+			}
+			// A volume a majority holds already is left as it is: creating
+			// it on the replicas that lack it would make them members with
+			// none of its writes.
+			if s, err := f.open(cmd.Context(), 0, 0); err == nil {
+				defer s.Close()
+				l := s.Layout()
+				if l.BlockSize != int(n) || l.Blocks != blocks {
+					return fmt.Errorf("%w: the replicas hold %d blocks of %d bytes", replica.ErrExists, l.Blocks, l.BlockSize)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "volume of %d blocks of %d bytes on %s (it existed)\n", l.Blocks, l.BlockSize, strings.Join(l.Replicas, ","))
+				if c, ok := s.(interface{ Connected() int }); ok && c.Connected() < len(l.Replicas) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%d of %d replicas hold it; start the others with 'rdmakit rs replica --join %s' to copy it\n",
+						c.Connected(), len(l.Replicas), strings.Join(l.Replicas, ","))
+				}
+				return nil
 			}
 			s, err := f.open(cmd.Context(), int(n), blocks)
 			if err != nil {

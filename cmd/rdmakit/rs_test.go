@@ -103,3 +103,118 @@ func TestRSCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestRSReplicaJoin: the operator's workflow: a replica stopped and
+// started again with --join becomes a member (a read waits for it with
+// another replica stopped), and the blocks written before (both
+// designs) read back from it and the last one. (That the copy is what
+// keeps them is blockstore/replica's TestRecovery.) A --join list
+// without the replica is refused; create leaves a replica restarted
+// without --join out of the volume, and says to --join it.
+func TestRSReplicaJoin(t *testing.T) {
+	var addrs []string
+	for range 3 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs = append(addrs, l.Addr().String())
+		l.Close()
+	}
+	replicas := strings.Join(addrs, ",")
+	type served struct {
+		stop context.CancelFunc
+		code chan int
+	}
+	serve := func(args ...string) served {
+		ctx, cancel := context.WithCancel(context.Background())
+		s := served{stop: cancel, code: make(chan int, 1)}
+		go func() {
+			var out, errs bytes.Buffer
+			s.code <- run(ctx, append([]string{"rs", "replica", "--max-memory", "64MiB"}, args...), &out, &errs)
+		}()
+		return s
+	}
+	stop := func(s served) {
+		s.stop()
+		if code := <-s.code; code != 0 {
+			t.Errorf("a replica exited %d", code)
+		}
+	}
+	var rs []served
+	for _, a := range addrs {
+		rs = append(rs, serve("--listen", a))
+	}
+	defer func() {
+		for _, s := range rs[1:] {
+			if s.stop != nil {
+				stop(s)
+			}
+		}
+	}()
+	cli := func(args ...string) (string, int) {
+		var out, errs bytes.Buffer
+		for i := 0; i < 100; i++ { // replicas starting, or not members yet
+			out.Reset()
+			errs.Reset()
+			code := run(context.Background(), append(append([]string{"rs"}, args...), "--replicas", replicas, "--timeout", "5s"), &out, &errs)
+			if code == 0 || !strings.Contains(errs.String(), "quorum") {
+				return out.String() + errs.String(), code
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return out.String() + errs.String(), -1
+	}
+	for _, a := range addrs { // every replica must take the volume
+		for i := 0; ; i++ {
+			c, err := net.Dial("tcp", a)
+			if err == nil {
+				c.Close()
+				break
+			}
+			if i == 100 {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if out, code := cli("create", "--block-size", "1KiB", "--blocks", "64"); code != 0 {
+		t.Fatalf("create: %d %s", code, out)
+	}
+	for _, design := range []string{"prism-rs", "abd-rpc"} {
+		if out, code := cli("write", "5", "kept by "+design, "--design", design); code != 0 {
+			t.Fatalf("write --design %s: %d %s", design, code, out)
+		}
+	}
+	var o, e bytes.Buffer
+	if code := run(context.Background(), []string{"rs", "replica", "--listen", addrs[0], "--join", addrs[1] + "," + addrs[2] + ",127.0.0.1:1"}, &o, &e); code == 0 ||
+		!strings.Contains(e.String(), "--self") {
+		t.Fatalf("--join without this replica: %d %q", code, e.String())
+	}
+	stop(rs[0])
+	// Restarted without --join: create leaves it out.
+	rs[0] = serve("--listen", addrs[0])
+	if out, code := cli("create", "--block-size", "1KiB", "--blocks", "64"); code != 0 || !strings.Contains(out, "it existed") ||
+		!strings.Contains(out, "2 of 3 replicas hold it; start the others with 'rdmakit rs replica --join") {
+		t.Fatalf("create with a replica restarted empty: %d %s", code, out)
+	}
+	if out, code := cli("create", "--block-size", "1KiB", "--blocks", "65"); code == 0 || !strings.Contains(out, "another volume exists") {
+		t.Fatalf("create of another layout: %d %s", code, out)
+	}
+	stop(rs[0])
+	rs[0] = serve("--listen", addrs[0], "--join", replicas)
+	defer stop(rs[0])
+	// Once replica 0 is back, stop replica 1: only replica 0's copy and
+	// replica 2 are left.
+	time.Sleep(100 * time.Millisecond)
+	if out, code := cli("read", "5"); code != 0 {
+		t.Fatalf("read: %d %s", code, out)
+	}
+	stop(rs[1])
+	rs[1].stop = nil
+	for _, design := range []string{"prism-rs", "abd-rpc"} {
+		if out, code := cli("read", "5", "--design", design); code != 0 || !strings.HasPrefix(out, "kept by "+design+"\n") {
+			t.Fatalf("read --design %s after the rejoin and a stop: %d %q", design, code, out)
+		}
+	}
+}
