@@ -59,7 +59,7 @@ func (r *Replica) reachDonors(ctx context.Context, jc JoinConfig, others []strin
 		}
 		var group []*donor
 		for _, e := range ds {
-			if e != nil && sameLayout(e.info.Layout, d.info.Layout) {
+			if e != nil && e.info.Layout.Equal(d.info.Layout) {
 				group = append(group, e)
 			}
 		}

@@ -157,7 +157,7 @@ func (r *Replica) recoveringVolume(l blockstore.Layout) (*volume, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if v := r.vol.Load(); v != nil {
-		if !sameLayout(v.info.Layout, l) {
+		if !v.info.Layout.Equal(l) {
 			return nil, fmt.Errorf("%w: this replica holds %d blocks of %d bytes, the others %d of %d", ErrExists,
 				v.info.Layout.Blocks, v.info.Layout.BlockSize, l.Blocks, l.BlockSize)
 		}
