@@ -322,10 +322,16 @@ func TestKilledWriters(t *testing.T) {
 			}
 		})
 	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
 	// The victims are the first clients: their devices are c1, c2, c3.
 	for v := range victims {
 		for done.Load() < uint64(ops*(v+1)/(victims+2)) {
-			time.Sleep(time.Millisecond)
+			select {
+			case <-finished: // every client stopped early: their errors say why
+				t.Fatalf("the clients stopped after %d operations, before victim %d was killed: %v", done.Load(), v, drain(errs))
+			case <-time.After(time.Millisecond):
+			}
 		}
 		if err := b.fab().Kill(fmt.Sprintf("c%d", v+1)); err != nil {
 			t.Fatal(err)
@@ -409,5 +415,18 @@ func TestLinearizableTCP(t *testing.T) {
 	if res, info := h.Check(30 * time.Second); res != porcupine.Ok {
 		visualize(t, info)
 		t.Fatalf("history: %v", res)
+	}
+}
+
+// drain returns the errors queued in errs so far.
+func drain(errs chan error) []error {
+	var out []error
+	for {
+		select {
+		case err := <-errs:
+			out = append(out, err)
+		default:
+			return out
+		}
 	}
 }

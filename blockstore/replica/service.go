@@ -85,12 +85,19 @@ func MaxMessage(maxBlock int) int { return rpc.Header + 16 + maxBlock }
 var QPCap = verbs.QPCap{MaxSendWR: 1024, MaxRecvWR: 64, MaxInlineData: verbs.DefaultMaxInlineData}
 
 // Timeouts of clients' connections: a replica that answers nothing for
-// this long × (retries+1) costs its clients their connection to it;
-// an empty free list is retried RNRRetry times MinRNR apart.
+// this long × (retries+1) costs its clients their connection to it. An
+// ALLOCATE that finds the free list empty (or a call that finds no
+// receive posted) is retried MinRNR apart for as long as it takes
+// (InfiniteRNRRetry): the replica is then slow, not gone — an operation
+// returns with the other replicas of its majority, and the request waits
+// on one of its slots until the replica's CPU restocks. With a bounded
+// budget (6 × 5 ms), a replica whose CPU was off the cores for 30 ms
+// cost every client its connection, and with all replicas in one
+// starved process (tests under load) every write failed.
 const (
 	ClientTimeout  = 250 * time.Millisecond
 	ClientMinRNR   = 5 * time.Millisecond
-	ClientRNRRetry = 6
+	ClientRNRRetry = verbs.InfiniteRNRRetry
 )
 
 // DialOptions are the cm options of a client's connection to a replica:
