@@ -113,6 +113,9 @@ type kvPeersRun struct {
 // kvLoadAttempts bounds the loads of an rdmakit node.
 const kvLoadAttempts = 3
 
+// kvPointGrace bounds how long a point may run past its duration.
+const kvPointGrace = 30 * time.Second
+
 func runKVPeers(ctx context.Context, env *Env) (res *Result, err error) {
 	point := env.PointDuration(time.Second, 200*time.Millisecond)
 	records, value := kvSizes(env)
@@ -316,27 +319,42 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 	// lists loses its connection after ~30 ms of refused ALLOCATEs
 	// (kv/prismkv's doc, Failures). The PUTs are idempotent: load again
 	// on a new connection, and say so in the notes.
-	// Over tcp the tasks share the client's connection (its frames
-	// batch their requests); over shm every slot has its own
-	// (stores.DialConfig.SlotQPs): a GET is then posted and its
-	// completion taken on its task's goroutine, with no hand-off.
-	var c *stores.Remote
-	for attempt := 1; ; attempt++ {
-		c, err = stores.Dial(ctx, stores.DialConfig{Design: design, Device: clientDev, Node: n.Addr, Token: n.Token, Clients: 1, SlotQPs: transport == "shm",
+	// The loading client shares one connection among its tasks.
+	dial := func(slotQPs bool) (*stores.Remote, error) {
+		c, err := stores.Dial(ctx, stores.DialConfig{Design: design, Device: clientDev, Node: n.Addr, Token: n.Token, Clients: 1, SlotQPs: slotQPs,
 			Options: stores.ClientOptions{Poll: kvPoll, Slots: 64}})
 		if err != nil {
-			return fmt.Errorf("%s over %s: %w", design, transport, err)
+			return nil, fmt.Errorf("%s over %s: %w", design, transport, err)
 		}
-		db := workload.DB{Store: c.Clients[0]}
+		return c, nil
+	}
+	for attempt := 1; ; attempt++ {
+		lc, err := dial(false)
+		if err != nil {
+			return err
+		}
+		db := workload.DB{Store: lc.Clients[0]}
 		y := k.y
-		if s.wl, err = y.Load(ctx, []ycsb.DB{db, db, db, db, db, db, db, db}); err == nil {
+		s.wl, err = y.Load(ctx, []ycsb.DB{db, db, db, db, db, db, db, db})
+		lc.Close()
+		if err == nil {
 			break
 		}
-		c.Close()
 		if attempt == kvLoadAttempts || !errors.Is(err, kv.ErrUnreachable) {
 			return fmt.Errorf("%s over %s: %w", design, transport, err)
 		}
 		k.retried = append(k.retried, fmt.Sprintf("%s over %s (%v)", design, transport, err))
+	}
+	// The measured client: over tcp the tasks share its connection (its
+	// frames batch their requests); over shm every slot has its own
+	// (stores.DialConfig.SlotQPs): a GET is then posted and its
+	// completion taken on its task's goroutine, with no hand-off. (Its
+	// PUTs, 64 slots at once, outran the node's restocking of PRISM-KV's
+	// free lists while loading: ALLOCATEs refused for 30 ms cost the
+	// client every slot's connection, three loads in a row in one run.)
+	c, err := dial(transport == "shm")
+	if err != nil {
+		return err
 	}
 	k.cleanup = append(k.cleanup, c.Close)
 	s.conns = c.Connections()
@@ -371,8 +389,15 @@ func (k *kvPeersRun) measure(ctx context.Context, s *peerSys, t int) (peerPoint,
 	s0, c0 := cpu(s.pid), cpu(os.Getpid())
 	y := k.y
 	y.Threads = t
-	res, err := y.Run(ctx, s.wl, s.dbs[t])
+	// A point that outlives its duration by kvPointGrace has operations
+	// stuck: the run fails, saying so, instead of waiting for good.
+	rctx, cancel := context.WithTimeout(ctx, y.Duration+kvPointGrace)
+	res, err := y.Run(rctx, s.wl, s.dbs[t])
+	cancel()
 	s1, c1 := cpu(s.pid), cpu(os.Getpid())
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
+		err = fmt.Errorf("operations still waiting %v past the point's %v: %w", kvPointGrace, y.Duration, err)
+	}
 	if err != nil {
 		return peerPoint{}, fmt.Errorf("%s over %s, %d tasks: %w", s.name, s.transport, t, err)
 	}
