@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -392,7 +393,14 @@ func (k *kvPeersRun) measure(ctx context.Context, s *peerSys, t int) (peerPoint,
 	// A point that outlives its duration by kvPointGrace has operations
 	// stuck: the run fails, saying so, instead of waiting for good.
 	rctx, cancel := context.WithTimeout(ctx, y.Duration+kvPointGrace)
+	stuck := time.AfterFunc(y.Duration+kvPointGrace-time.Second, func() {
+		// Where the operations wait, for the defect report, before the
+		// context ends them.
+		fmt.Fprintf(os.Stderr, "kv-peers: %s over %s, %d tasks: operations still waiting; every goroutine:\n", s.name, s.transport, t)
+		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+	})
 	res, err := y.Run(rctx, s.wl, s.dbs[t])
+	stuck.Stop()
 	cancel()
 	s1, c1 := cpu(s.pid), cpu(os.Getpid())
 	if err != nil && ctx.Err() == nil && rctx.Err() != nil {
