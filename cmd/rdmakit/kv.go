@@ -307,36 +307,14 @@ func newKVBenchCmd() *cobra.Command {
 			for i, s := range k.stores {
 				dbs[i] = workload.DB{Store: s}
 			}
-			w := cmd.OutOrStdout()
-			var wl ycsb.Workload
-			if load {
-				t0 := time.Now()
-				if wl, err = y.Load(ctx, dbs); err != nil {
-					return err
-				}
-				fmt.Fprintf(w, "loaded %d records of %d bytes in %v\n", y.Records, y.ValueSize, time.Since(t0).Round(time.Millisecond))
-			} else if wl, err = y.Load(ctx, nil); err != nil {
-				return err
-			}
-			var trips0 uint64
-			for _, s := range k.stores {
-				trips0 += s.RoundTrips()
-			}
-			r, err := y.Run(ctx, wl, dbs)
-			if err != nil {
-				return err
-			}
-			var trips uint64
-			for _, s := range k.stores {
-				trips += s.RoundTrips()
-			}
-			fmt.Fprintf(w, "%s YCSB-%s (%s), %d tasks over %d connections, %v\n", f.store, y.Workload, y.Distribution, y.Threads, conns, r.Elapsed.Round(time.Millisecond))
-			fmt.Fprintf(w, "  ops/s        %.0f\n  p50          %.1f µs\n  p99          %.1f µs\n  round trips  %.2f per op\n  errors       %d\n",
-				r.Rate(), float64(r.P50)/1e3, float64(r.P99)/1e3, float64(trips-trips0)/float64(max(r.Ops, 1)), r.Errors)
-			if r.FirstErr != nil {
-				fmt.Fprintf(w, "  first error  %v\n", r.FirstErr)
-			}
-			return nil
+			return ycsbBench{y: &y, dbs: dbs, load: load, what: "records",
+				header: fmt.Sprintf("%s YCSB-%s (%s), %d tasks over %d connections", f.store, y.Workload, y.Distribution, y.Threads, conns),
+				trips: func() (n uint64) {
+					for _, s := range k.stores {
+						n += s.RoundTrips()
+					}
+					return n
+				}}.run(ctx, cmd.OutOrStdout())
 		},
 	}
 	f.add(cmd)

@@ -437,39 +437,17 @@ id) share the --tasks goroutines. The volume needs at least --records+1 blocks
 				}
 			}
 			y.OrderedKeys = true
-			w := cmd.OutOrStdout()
-			var wl ycsb.Workload
-			var err error
-			if load {
-				t0 := time.Now()
-				if wl, err = y.Load(ctx, dbs); err != nil {
-					return err
-				}
-				fmt.Fprintf(w, "loaded %d blocks of %d bytes in %v\n", y.Records, y.ValueSize, time.Since(t0).Round(time.Millisecond))
-			} else if wl, err = y.Load(ctx, nil); err != nil {
-				return err
-			}
-			sum := func() (n uint64) {
-				for _, t := range trips {
-					n += t()
-				}
-				return n
-			}
-			trips0 := sum()
-			r, err := y.Run(ctx, wl, dbs)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "%s YCSB-%s (%s), %d tasks over %d clients, %v\n", f.design, y.Workload, y.Distribution, y.Threads, clients, r.Elapsed.Round(time.Millisecond))
-			fmt.Fprintf(w, "  ops/s        %.0f\n  p50          %.1f µs\n  p99          %.1f µs\n", r.Rate(), float64(r.P50)/1e3, float64(r.P99)/1e3)
+			b := ycsbBench{y: &y, dbs: dbs, load: load, what: "blocks",
+				header: fmt.Sprintf("%s YCSB-%s (%s), %d tasks over %d clients", f.design, y.Workload, y.Distribution, y.Threads, clients)}
 			if len(trips) == len(dbs) {
-				fmt.Fprintf(w, "  round trips  %.2f per op\n", float64(sum()-trips0)/float64(max(r.Ops, 1)))
+				b.trips = func() (n uint64) {
+					for _, t := range trips {
+						n += t()
+					}
+					return n
+				}
 			}
-			fmt.Fprintf(w, "  errors       %d\n", r.Errors)
-			if r.FirstErr != nil {
-				fmt.Fprintf(w, "  first error  %v\n", r.FirstErr)
-			}
-			return nil
+			return b.run(ctx, cmd.OutOrStdout())
 		},
 	}
 	f.add(cmd)
