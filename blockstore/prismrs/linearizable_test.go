@@ -99,32 +99,10 @@ func testLinearizable(t *testing.T, n int, thrifty bool, ops uint64) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
 			for done.Add(1) <= ops {
-				id := rng.Uint64N(blocks)
-				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-				call := h.Now()
-				if rng.IntN(2) == 0 {
-					v := next.Add(1)
-					err := c.Write(ctx, id, value(bs, v))
-					cancel()
-					h.Add(i, check.RegisterInput{Write: true, Register: id, Value: v}, check.RegisterOutput{}, call, h.Now(), err != nil)
-					if err != nil {
-						errs <- fmt.Errorf("client %d: write: %w", i, err)
-						return
-					}
-					continue
-				}
-				d, err := c.Read(ctx, id, nil)
-				cancel()
-				if err != nil {
-					errs <- fmt.Errorf("client %d: read: %w", i, err)
+				if err := randomOp(c, h, i, rng, blocks, bs, &next); err != nil {
+					errs <- err
 					return
 				}
-				v, err := valueOf(d)
-				if err != nil {
-					errs <- fmt.Errorf("client %d: block %d: %w", i, id, err)
-					return
-				}
-				h.Add(i, check.RegisterInput{Register: id}, check.RegisterOutput{Value: v}, call, h.Now(), false)
 			}
 		})
 	}
@@ -376,31 +354,10 @@ func TestLinearizableTCP(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(i), 11))
 			for done.Add(1) <= ops {
-				id := rng.Uint64N(blocks)
-				ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-				call := h.Now()
-				if rng.IntN(2) == 0 {
-					v := next.Add(1)
-					err := c.Write(ctx, id, value(bs, v))
-					cancel()
-					h.Add(i, check.RegisterInput{Write: true, Register: id, Value: v}, check.RegisterOutput{}, call, h.Now(), err != nil)
-					if err != nil {
-						errs <- fmt.Errorf("client %d: write: %w", i, err)
-						return
-					}
-					continue
+				if err := randomOp(c, h, i, rng, blocks, bs, &next); err != nil {
+					errs <- err
+					return
 				}
-				d, err := c.Read(ctx, id, nil)
-				cancel()
-				if err == nil {
-					var v uint64
-					if v, err = valueOf(d); err == nil {
-						h.Add(i, check.RegisterInput{Register: id}, check.RegisterOutput{Value: v}, call, h.Now(), false)
-						continue
-					}
-				}
-				errs <- fmt.Errorf("client %d: read: %w", i, err)
-				return
 			}
 		})
 	}
@@ -429,4 +386,34 @@ func drain(errs chan error) []error {
 			return out
 		}
 	}
+}
+
+// randomOp runs one operation of client i (number i in the history): a
+// Write of a fresh value or a Read, of a random block of blocks, each
+// half the time, recorded in h. A write that fails is recorded as
+// possibly applied.
+func randomOp(c blockstore.Store, h *check.RegisterHistory, i int, rng *rand.Rand, blocks uint64, bs int, next *atomic.Uint64) error {
+	id := rng.Uint64N(blocks)
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	call := h.Now()
+	if rng.IntN(2) == 0 {
+		v := next.Add(1)
+		err := c.Write(ctx, id, value(bs, v))
+		h.Add(i, check.RegisterInput{Write: true, Register: id, Value: v}, check.RegisterOutput{}, call, h.Now(), err != nil)
+		if err != nil {
+			return fmt.Errorf("client %d: write: %w", i, err)
+		}
+		return nil
+	}
+	d, err := c.Read(ctx, id, nil)
+	if err != nil {
+		return fmt.Errorf("client %d: read: %w", i, err)
+	}
+	v, err := valueOf(d)
+	if err != nil {
+		return fmt.Errorf("client %d: block %d: %w", i, id, err)
+	}
+	h.Add(i, check.RegisterInput{Register: id}, check.RegisterOutput{Value: v}, call, h.Now(), false)
+	return nil
 }
