@@ -60,10 +60,11 @@ var kvMemcachedThreads = []int{1, 2}
 // reach it, and its measurements.
 type peerSys struct {
 	name, transport string
-	peer            string // "memcached" or "Redis" for the peers' rows
-	batched         bool   // a peer row at rdmakit's batch
-	pid             int    // the server's process
-	addr            string // a peer's address (its batching clients dial it)
+	peer            string  // "memcached" or "Redis" for the peers' rows
+	batched         bool    // a peer row at rdmakit's batch
+	pid             int     // the server's process
+	node            *Server // an rdmakit node's, nil for the peers
+	addr            string  // a peer's address (its batching clients dial it)
 	wl              ycsb.Workload
 	dbs             map[int][]ycsb.DB // the clients of a run, by tasks
 	// batch returns the round trips (writes, for rdmakit over tcp) and
@@ -314,7 +315,7 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 		return err
 	}
 	k.cleanup = append(k.cleanup, n.Stop)
-	s := &peerSys{name: design, transport: transport, pid: n.Pid(), dbs: map[int][]ycsb.DB{}, pts: map[int][]peerPoint{}}
+	s := &peerSys{name: design, transport: transport, pid: n.Pid(), node: n, dbs: map[int][]ycsb.DB{}, pts: map[int][]peerPoint{}}
 	// Loading can fail on a loaded machine: a PRISM-KV client that PUTs
 	// faster than the node's process gets the CPU to restock its free
 	// lists loses its connection after ~30 ms of refused ALLOCATEs
@@ -398,6 +399,9 @@ func (k *kvPeersRun) measure(ctx context.Context, s *peerSys, t int) (peerPoint,
 		// context ends them.
 		fmt.Fprintf(os.Stderr, "kv-peers: %s over %s, %d tasks: operations still waiting; every goroutine:\n", s.name, s.transport, t)
 		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		if s.node != nil {
+			fmt.Fprintf(os.Stderr, "kv-peers: the node's goroutines (SIGQUIT):\n%s\n", s.node.Dump())
+		}
 	})
 	res, err := y.Run(rctx, s.wl, s.dbs[t])
 	stuck.Stop()

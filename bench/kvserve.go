@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -65,7 +66,7 @@ func StartServer(ctx context.Context, env *Env, token string, args ...string) (*
 			return nil, err
 		}
 	}
-	n := &Server{Token: token, done: make(chan struct{}), stderr: &tailBuffer{max: 16 << 10}}
+	n := &Server{Token: token, done: make(chan struct{}), stderr: &tailBuffer{max: 256 << 10}}
 	n.cmd = env.Command(ctx, args...)
 	if n.cmd.Env == nil {
 		n.cmd.Env = os.Environ()
@@ -136,6 +137,24 @@ func (n *Server) Stop() {
 		n.cmd.Process.Kill()
 		<-n.done
 	}
+}
+
+// Dump ends the server with SIGQUIT, so that the Go runtime writes every
+// goroutine's stack to its stderr, and returns the last of what it
+// wrote (up to 256 KiB): for the report of a server found stuck.
+func (n *Server) Dump() string {
+	n.cmd.Process.Signal(syscall.SIGQUIT)
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-n.done:
+	case <-t.C:
+		n.cmd.Process.Kill()
+		<-n.done
+	}
+	n.stderr.mu.Lock()
+	defer n.stderr.mu.Unlock()
+	return string(n.stderr.b)
 }
 
 // Kill ends the server with SIGKILL, as a crash would, and waits for it.
