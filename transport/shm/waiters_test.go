@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/rdmakit/rdmakit/nic"
 )
 
 // TestWaiterHandsProgressToNIC: while a goroutine is blocked in CQ.Wait,
@@ -46,6 +48,10 @@ func TestWaiterHandsProgressToNIC(t *testing.T) {
 		}
 		return false
 	}
+	// A new device's NIC goroutine parks on the bell at once (nobody
+	// polls yet); it looks again within ExpireEvery and, finding the
+	// application polling, stays off the bell from then on.
+	time.Sleep(5 * nic.ExpireEvery)
 	if parked(30 * time.Millisecond) {
 		t.Fatal("the NIC goroutine parked on the bell while the application polled: it should stay out of the way")
 	}
