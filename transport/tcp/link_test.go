@@ -63,28 +63,37 @@ func TestLonePosterWritesAtOnce(t *testing.T) {
 
 // TestConcurrentPostersStillBatch: once a write has carried the requests
 // of several posters, a poster with requests on the wire yields before
-// writing, so that goroutines ready to post share its write.
+// writing, so that goroutines ready to post share its write. Whether the
+// goroutine made runnable just before runs in that one yield is the
+// scheduler's call (under the race detector it sometimes does not): the
+// scenario runs up to five times on fresh links, and a poster that never
+// yields fails all five.
 func TestConcurrentPostersStillBatch(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	var ran atomic.Bool
-	c := &recordConn{flag: &ran}
-	l := newTestLink(c)
-	c.onWrite = func(i int) {
-		if i == 1 { // two other posters post while the first write is in progress
-			postOne(t, l)
-			postOne(t, l)
+	var last []bool
+	for range 5 {
+		var ran atomic.Bool
+		c := &recordConn{flag: &ran}
+		l := newTestLink(c)
+		c.onWrite = func(i int) {
+			if i == 1 { // two other posters post while the first write is in progress
+				postOne(t, l)
+				postOne(t, l)
+			}
 		}
+		postOne(t, l) // writes its own request, then the other two's in one write
+		if len(c.flagged) != 2 {
+			t.Fatalf("%d writes, want 2", len(c.flagged))
+		}
+		c.onWrite = nil
+		go ran.Store(true)
+		postOne(t, l)
+		if len(c.flagged) == 3 && c.flagged[2] {
+			return
+		}
+		last = c.flagged
 	}
-	postOne(t, l) // writes its own request, then the other two's in one write
-	if len(c.flagged) != 2 {
-		t.Fatalf("%d writes, want 2", len(c.flagged))
-	}
-	c.onWrite = nil
-	go ran.Store(true)
-	postOne(t, l)
-	if len(c.flagged) != 3 || !c.flagged[2] {
-		t.Fatalf("writes %v: the poster did not yield before writing", c.flagged)
-	}
+	t.Fatalf("writes %v: the poster did not yield before writing (five times)", last)
 }
 
 // TestReaderWaitsForTokenHolder: while another goroutine holds the read
