@@ -299,10 +299,10 @@ var kvServeSeq atomic.Int64
 // connects a client to it (all tasks share it, as coroutines share a QP)
 // and loads it.
 func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) error {
-	nodeDev, clientDev := kvServeTCP, kvNodeURI
+	nodeDev, clientDev, loadDev := kvServeTCP, kvNodeURI, kvNodeURI
 	if transport == "shm" {
 		base := fmt.Sprintf("shm://rdmakit-kvp-%d-%d", os.Getpid(), kvServeSeq.Add(1))
-		nodeDev, clientDev = base+"-node", base+"-client"
+		nodeDev, clientDev, loadDev = base+"-node", base+"-client", base+"-loader"
 	}
 	n, err := startKVServe(ctx, k.env, design, nodeDev, k.records, k.value)
 	if errors.Is(err, ErrNoCommand) {
@@ -322,8 +322,12 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 	// (kv/prismkv's doc, Failures). The PUTs are idempotent: load again
 	// on a new connection, and say so in the notes.
 	// The loading client shares one connection among its tasks.
-	dial := func(slotQPs bool) (*stores.Remote, error) {
-		c, err := stores.Dial(ctx, stores.DialConfig{Design: design, Device: clientDev, Node: n.Addr, Token: n.Token, Clients: 1, SlotQPs: slotQPs,
+	dial := func(dev string, slotQPs bool) (*stores.Remote, error) {
+		// Bounded: a node that never answers a client's first RPC fails
+		// the run instead of holding it (seen once in CI, Smart-HT over shm).
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		c, err := stores.Dial(dctx, stores.DialConfig{Design: design, Device: dev, Node: n.Addr, Token: n.Token, Clients: 1, SlotQPs: slotQPs,
 			Options: stores.ClientOptions{Poll: kvPoll, Slots: 64}})
 		if err != nil {
 			return nil, fmt.Errorf("%s over %s: %w", design, transport, err)
@@ -331,17 +335,21 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 		return c, nil
 	}
 	for attempt := 1; ; attempt++ {
-		lc, err := dial(false)
+		lc, err := dial(loadDev, false)
 		if err != nil {
 			return err
 		}
 		db := workload.DB{Store: lc.Clients[0]}
 		y := k.y
 		s.wl, err = y.Load(ctx, []ycsb.DB{db, db, db, db, db, db, db, db})
-		lc.Close()
 		if err == nil {
+			// Kept until the end: closing it before the measured client
+			// dialed left that client's first RPC unanswered once over
+			// shm (Smart-HT, CI: an open defect of the node).
+			k.cleanup = append(k.cleanup, lc.Close)
 			break
 		}
+		lc.Close()
 		if attempt == kvLoadAttempts || !errors.Is(err, kv.ErrUnreachable) {
 			return fmt.Errorf("%s over %s: %w", design, transport, err)
 		}
@@ -354,7 +362,7 @@ func (k *kvPeersRun) addStore(ctx context.Context, design, transport string) err
 	// PUTs, 64 slots at once, outran the node's restocking of PRISM-KV's
 	// free lists while loading: ALLOCATEs refused for 30 ms cost the
 	// client every slot's connection, three loads in a row in one run.)
-	c, err := dial(transport == "shm")
+	c, err := dial(clientDev, transport == "shm")
 	if err != nil {
 		return err
 	}
