@@ -127,23 +127,22 @@ func (n *Server) Pid() int { return n.cmd.Process.Pid }
 
 // Stop ends the server with SIGINT (its graceful shutdown), then kills
 // it, and waits for it.
-func (n *Server) Stop() {
-	n.cmd.Process.Signal(os.Interrupt)
-	t := time.NewTimer(5 * time.Second)
-	defer t.Stop()
-	select {
-	case <-n.done:
-	case <-t.C:
-		n.cmd.Process.Kill()
-		<-n.done
-	}
-}
+func (n *Server) Stop() { n.end(os.Interrupt) }
 
 // Dump ends the server with SIGQUIT, so that the Go runtime writes every
 // goroutine's stack to its stderr, and returns the last of what it
 // wrote (up to 256 KiB): for the report of a server found stuck.
 func (n *Server) Dump() string {
-	n.cmd.Process.Signal(syscall.SIGQUIT)
+	n.end(syscall.SIGQUIT)
+	n.stderr.mu.Lock()
+	defer n.stderr.mu.Unlock()
+	return string(n.stderr.b)
+}
+
+// end signals the server with sig, kills it if it has not exited 5 s
+// later, and waits for it.
+func (n *Server) end(sig os.Signal) {
+	n.cmd.Process.Signal(sig)
 	t := time.NewTimer(5 * time.Second)
 	defer t.Stop()
 	select {
@@ -152,9 +151,6 @@ func (n *Server) Dump() string {
 		n.cmd.Process.Kill()
 		<-n.done
 	}
-	n.stderr.mu.Lock()
-	defer n.stderr.mu.Unlock()
-	return string(n.stderr.b)
 }
 
 // Kill ends the server with SIGKILL, as a crash would, and waits for it.

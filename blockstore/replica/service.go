@@ -297,14 +297,21 @@ func blockReq(req []byte, n int) (uint64, error) {
 	return binary.LittleEndian.Uint64(req), nil
 }
 
+// memberBlock is the volume, if this replica is a member, and the block
+// id a MethodReadTag or MethodRead request names.
+func (r *Replica) memberBlock(req []byte) (*volume, uint64, error) {
+	v, err := r.member()
+	if err != nil {
+		return nil, 0, err
+	}
+	id, err := blockReq(req, 8)
+	return v, id, err
+}
+
 // readTag is MethodReadTag.
 func (r *Replica) readTag(req, resp []byte) (int, error) {
 	defer r.count(MethodReadTag, time.Now())
-	v, err := r.member()
-	if err != nil {
-		return 0, err
-	}
-	id, err := blockReq(req, 8)
+	v, id, err := r.memberBlock(req)
 	if err != nil {
 		return 0, err
 	}
@@ -314,11 +321,7 @@ func (r *Replica) readTag(req, resp []byte) (int, error) {
 // read is MethodRead.
 func (r *Replica) read(req, resp []byte) (int, error) {
 	defer r.count(MethodRead, time.Now())
-	v, err := r.member()
-	if err != nil {
-		return 0, err
-	}
-	id, err := blockReq(req, 8)
+	v, id, err := r.memberBlock(req)
 	if err != nil {
 		return 0, err
 	}

@@ -1,6 +1,8 @@
 package shm
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -60,4 +62,39 @@ func TestWaiterHandsProgressToNIC(t *testing.T) {
 		t.Fatal("a goroutine waits in CQ.Wait, yet the NIC goroutine never parked on the bell (a peer's answer cannot wake it)")
 	}
 	d.awake()
+}
+
+// TestCancelledWaitHandsBack: a goroutine whose context ends while it is
+// blocked in CQ.Wait leaves the count of waiters as it found it (Awake
+// runs on every way out), so the NIC goroutine goes back to staying out
+// of the application's way.
+func TestCancelledWaitHandsBack(t *testing.T) {
+	d, err := open(fmt.Sprintf("waiters-cancel-%d", os.Getpid()), options{ring: DefaultRing, spin: DefaultSpin, dialTimeout: time.Second, deposit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cq, err := d.CreateCQ(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Destroy()
+	if err := cq.ReqNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cq.Wait(ctx) }()
+	for deadline := time.Now().Add(time.Second); d.waiters.Load() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d waiters while a goroutine is blocked in CQ.Wait", d.waiters.Load())
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait after its context ended: %v", err)
+	}
+	if n := d.waiters.Load(); n != 0 {
+		t.Fatalf("%d waiters after the only one's context ended", n)
+	}
 }
