@@ -153,12 +153,6 @@ func (n *Server) end(sig os.Signal) {
 	}
 }
 
-// Kill ends the server with SIGKILL, as a crash would, and waits for it.
-func (n *Server) Kill() {
-	n.cmd.Process.Kill()
-	<-n.done
-}
-
 // tailBuffer keeps the last max bytes written to it (a child's stderr,
 // for error messages).
 type tailBuffer struct {
