@@ -21,15 +21,15 @@ const historyChunk = 1 << 14
 // NewHistory returns an empty history.
 func NewHistory() *History { return &History{} }
 
-// Add records a committed transaction's reads and writes and returns its
-// index in the history. It copies the slices (not the key strings,
-// which are immutable); it is safe for concurrent use.
-func (h *History) Add(reads, writes []txn.Access) int {
+// Add records a committed transaction's reads and writes: it is the
+// history's next transaction (the first Add is T0). It copies the slices
+// (not the key strings, which are immutable); it is safe for concurrent
+// use.
+func (h *History) Add(reads, writes []txn.Access) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t := Txn{Reads: h.keep(reads), Writes: h.keep(writes)}
 	h.txns = append(h.txns, t)
-	return len(h.txns) - 1
 }
 
 // keep copies a into the history's chunks (several traces share one

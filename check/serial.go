@@ -63,6 +63,9 @@ var ErrNotSerializable = errors.New("check: not serializable")
 // is Cycle[i+1].From and the last edge returns to the first's From.
 type CycleError struct {
 	Cycle []Dep
+	// Components is the number of strongly connected components of the
+	// graph with a cycle: each holds at least one anomaly.
+	Components int
 }
 
 // Class names the anomaly as Adya does: G0 (write cycle: ww edges only),
@@ -84,7 +87,8 @@ func (e *CycleError) Class() string {
 // Error lists the cycle.
 func (e *CycleError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "check: not serializable: %s cycle of %d transactions: T%d", e.Class(), len(e.Cycle), e.Cycle[0].From)
+	fmt.Fprintf(&b, "check: not serializable: %s cycle of %d transactions (one of %d cyclic components): T%d",
+		e.Class(), len(e.Cycle), e.Components, e.Cycle[0].From)
 	for _, d := range e.Cycle {
 		fmt.Fprintf(&b, " -%s(%q)-> T%d", d.Kind, d.Key, d.To)
 	}
@@ -163,9 +167,9 @@ const maxReported = 10
 // millions of transactions need no deep stack). It returns nil, or an
 // error wrapping ErrNotSerializable that joins the first write and read
 // errors (*WriteError, *ReadError; a graph built on them would mean
-// little, so the cycle search is skipped) or else one *CycleError, the
-// shortest cycle through a transaction of the first cyclic component
-// found.
+// little, so the cycle search is skipped) or else one *CycleError: a
+// cycle of two transactions if it finds one (a lost update, a write
+// skew), else a short cycle of the first cyclic component.
 //
 // Version 0 of a record is the record before any write (absent, or as
 // loaded outside transactions); a read of version 0 needs no writer.
@@ -174,11 +178,11 @@ func Serializable(txns []Txn) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if cycle := g.findCycle(); cycle != nil {
+	if cycle, comps := g.findCycle(); cycle != nil {
 		for i := range cycle {
 			cycle[i].Key = g.keyOf(txns, cycle[i])
 		}
-		return &CycleError{Cycle: cycle}
+		return &CycleError{Cycle: cycle, Components: comps}
 	}
 	return nil
 }

@@ -32,5 +32,5 @@ func ExampleSerializable() {
 	// Output:
 	// <nil>
 	// G2 [1 2]
-	// check: not serializable: G2 cycle of 2 transactions: T1 -ww("x")-> T2 -rw("x")-> T1
+	// check: not serializable: G2 cycle of 2 transactions (one of 1 cyclic components): T1 -ww("x")-> T2 -rw("x")-> T1
 }

@@ -1,10 +1,39 @@
 package check
 
-// findCycle returns a cycle of the graph, or nil: Tarjan's strongly
-// connected components, run with an explicit stack, stopping at the
-// first component of more than one transaction; then the shortest cycle
-// through that component's root (breadth-first inside the component).
-func (g *graph) findCycle() []Dep {
+import "slices"
+
+// findCycle returns a cycle of the graph and the number of strongly
+// connected components with a cycle, or nil and 0: Tarjan's algorithm,
+// run with an explicit stack; then a cycle of two transactions from any
+// component, if one is found within the budget, or else a short cycle
+// of the first component (shortCycle).
+func (g *graph) findCycle() ([]Dep, int) {
+	comps := g.cyclicComponents()
+	if len(comps) == 0 {
+		return nil, 0
+	}
+	budget := cycleSearchBudget
+	for _, comp := range comps {
+		if c := g.twoCycle(comp, members(comp), &budget); c != nil {
+			return c, len(comps)
+		}
+	}
+	return g.shortCycle(comps[0]), len(comps)
+}
+
+// members returns the set of comp's nodes.
+func members(comp []int32) map[int32]bool {
+	in := make(map[int32]bool, len(comp))
+	for _, w := range comp {
+		in[w] = true
+	}
+	return in
+}
+
+// cyclicComponents returns the strongly connected components of more
+// than one transaction (Tarjan's algorithm with an explicit stack).
+func (g *graph) cyclicComponents() [][]int32 {
+	var comps [][]int32
 	n := len(g.start) - 1
 	const unvisited = -1
 	index := make([]int32, n)
@@ -62,7 +91,7 @@ func (g *graph) findCycle() []Dep {
 			}
 			comp := stack[i:]
 			if len(comp) > 1 {
-				return g.shortestCycle(v, comp)
+				comps = append(comps, slices.Clone(comp))
 			}
 			for _, w := range comp {
 				onStack[w] = false
@@ -70,43 +99,95 @@ func (g *graph) findCycle() []Dep {
 			stack = stack[:i]
 		}
 	}
-	return nil
+	return comps
 }
 
-// step is how the breadth-first search reached a node.
+// step is how a breadth-first search reached a node.
 type step struct {
 	from int32
 	kind DepKind
 }
 
-// shortestCycle returns the shortest cycle through v using the nodes of
-// its component comp only.
-func (g *graph) shortestCycle(v int32, comp []int32) []Dep {
-	in := make(map[int32]bool, len(comp))
-	for _, w := range comp {
-		in[w] = true
+// cycleSearchBudget bounds the edges shortCycle's searches after the
+// first visit, all together.
+const cycleSearchBudget = 1 << 22
+
+// shortCycle returns a short cycle of a strongly connected component:
+// the shortest of the cycles through each of its nodes in turn (each by
+// a breadth-first search inside comp, cut at the length of the best so
+// far), until one of two transactions turns up or the searches after
+// the first have visited cycleSearchBudget edges. A lost update or a
+// write skew is then reported as its two transactions, not as a long
+// path through the transactions that happened around it.
+func (g *graph) shortCycle(comp []int32) []Dep {
+	in := members(comp)
+	budget := cycleSearchBudget
+	unbounded := len(g.to) + 1 // the first search always finishes
+	best := g.shortestCycle(comp[0], in, len(comp), &unbounded)
+	for _, v := range comp[1:] {
+		if len(best) == 2 || budget <= 0 {
+			break
+		}
+		if c := g.shortestCycle(v, in, len(best)-1, &budget); c != nil {
+			best = c
+		}
 	}
-	prev := make(map[int32]step, len(comp))
-	queue := []int32{v}
-	for len(queue) > 0 {
-		u := queue[0]
-		queue = queue[1:]
+	return best
+}
+
+// twoCycle returns a cycle of two transactions of comp (a lost update,
+// a write skew), or nil if it found none within the budget.
+func (g *graph) twoCycle(comp []int32, in map[int32]bool, budget *int) []Dep {
+	for _, u := range comp {
 		for e := g.start[u]; e < g.start[u+1]; e++ {
 			w := g.to[e]
 			if !in[w] {
 				continue
 			}
-			if _, seen := prev[w]; seen {
-				continue
+			for b := g.start[w]; b < g.start[w+1]; b++ {
+				if g.to[b] == u {
+					return []Dep{{From: int(u), To: int(w), Kind: g.kind[e]}, {From: int(w), To: int(u), Kind: g.kind[b]}}
+				}
 			}
-			prev[w] = step{u, g.kind[e]}
-			if w == v {
-				return g.unwind(v, prev)
+			if *budget -= int(g.start[w+1] - g.start[w]); *budget <= 0 {
+				return nil
 			}
-			queue = append(queue, w)
 		}
 	}
-	return nil // not reached: a component's root lies on a cycle
+	return nil
+}
+
+// shortestCycle returns the shortest cycle through v of at most limit
+// edges using the nodes in in only, or nil if it has none or the budget
+// of edges to visit ran out first.
+func (g *graph) shortestCycle(v int32, in map[int32]bool, limit int, budget *int) []Dep {
+	prev := make(map[int32]step)
+	level := []int32{v}
+	for depth := 1; depth <= limit && len(level) > 0; depth++ {
+		var next []int32
+		for _, u := range level {
+			for e := g.start[u]; e < g.start[u+1]; e++ {
+				*budget--
+				w := g.to[e]
+				if !in[w] {
+					continue
+				}
+				if _, seen := prev[w]; seen {
+					continue
+				}
+				prev[w] = step{u, g.kind[e]}
+				if w == v {
+					return g.unwind(v, prev)
+				}
+				next = append(next, w)
+			}
+			if *budget <= 0 {
+				return nil
+			}
+		}
+		level = next
+	}
+	return nil
 }
 
 // unwind follows the breadth-first search's steps back from v to v.
