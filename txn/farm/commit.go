@@ -43,6 +43,7 @@ func (t *Tx) Commit() error {
 		return t.commitReadOnly()
 	}
 	seq := db.seq.Add(1)
+	t.seq = seq
 	groups := t.group()
 	parts := make([]int, len(groups))
 	for i, g := range groups {

@@ -207,8 +207,8 @@ func decodeSlot(b []byte, valueSize int) (o object, ok bool) {
 	return o, binary.LittleEndian.Uint64(b[slotCRC:]) == slotCRCOf(o.version(), meta, o.key, o.value)
 }
 
-// wordAt is the slot word at b[0:8) as one atomic 8-byte access (the
-// node's CPU changes it while clients READ it).
+// wordAt is the 8-byte word at b[0:8) (a slot's word or meta) as one
+// atomic access: the node's CPU changes it while clients READ it.
 func wordAt(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }
 
 // loadWord reads a slot's word atomically.
@@ -221,8 +221,7 @@ func storeWord(b []byte, w uint64) { atomic.StoreUint64(wordAt(b), w) }
 // node's CPU, holding the slot's lock: the word's lock bit stays set), CRC
 // last but one, then the word, unlocked when unlock.
 func writeSlot(b []byte, key []byte, present bool, value []byte, version uint64, unlock bool) {
-	meta := b[slotMeta : slotMeta+8]
-	clear(meta)
+	var meta [8]byte
 	meta[0] = byte(len(key))
 	if present {
 		meta[1] = flagPresent
@@ -232,7 +231,10 @@ func writeSlot(b []byte, key []byte, present bool, value []byte, version uint64,
 	binary.LittleEndian.PutUint32(meta[4:], uint32(len(value)))
 	copy(b[slotKey:slotKey+txn.MaxKey], key)
 	copy(b[slotValue:], value)
-	binary.LittleEndian.PutUint64(b[slotCRC:], slotCRCOf(version, meta, key, value))
+	// The meta word moves in one piece: a READ never sees a key length
+	// of 0 (an empty slot) in a slot that holds a key.
+	storeWord(b[slotMeta:], binary.LittleEndian.Uint64(meta[:]))
+	binary.LittleEndian.PutUint64(b[slotCRC:], slotCRCOf(version, meta[:], key, value))
 	w := version
 	if !unlock {
 		w |= lockBit

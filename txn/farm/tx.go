@@ -3,6 +3,7 @@ package farm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -36,6 +37,7 @@ type Tx struct {
 	db     *DB
 	ctx    context.Context
 	gen    uint32 // the client's connection generation at Begin
+	seq    uint64 // the transaction's number, once Commit gave it one
 	reads  map[string]*readEnt
 	writes map[string]*writeEnt
 	done   bool
@@ -174,7 +176,7 @@ func (t *Tx) read(key []byte) (*readEnt, error) {
 	shard := txn.Shard(key, l.Shards())
 	c, err := db.conn(shard)
 	if err != nil {
-		return nil, err
+		return nil, readErr(key, err)
 	}
 	size := l.SlotSize()
 	first, count := l.home(txn.Hash(key)), MaxProbe
@@ -189,7 +191,7 @@ func (t *Tx) read(key []byte) (*readEnt, error) {
 			return nil, txn.Abort(txn.Timeout, key, fmt.Errorf("farm: %d torn reads in a row", torn))
 		}
 		if buf, err = c.read(t.ctx, c.tables+uint64(first*size), count*size, buf[:0]); err != nil {
-			return nil, err
+			return nil, readErr(key, err)
 		}
 		r, ok := scan(buf, key, first, count, size, l.ValueSize)
 		if !ok {
@@ -223,6 +225,16 @@ func (t *Tx) read(key []byte) (*readEnt, error) {
 		t.reads[string(key)] = r
 		return r, nil
 	}
+}
+
+// readErr is the error of a READ that failed: an abort (Timeout), which
+// the caller may retry once the client has reconnected, unless the
+// client is closed.
+func readErr(key []byte, err error) error {
+	if errors.Is(err, txn.ErrClosed) {
+		return err
+	}
+	return txn.Abort(txn.Timeout, key, err)
 }
 
 // scan looks for key in count slots READ from slot first on; ok false
