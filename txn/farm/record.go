@@ -67,8 +67,6 @@ type write struct {
 
 const writeFixed = 16
 
-func (w *write) size() int { return writeFixed + len(w.key) + len(w.value) }
-
 func appendWrite(b []byte, w *write) []byte {
 	var e byte
 	if w.expect {
