@@ -66,10 +66,11 @@ type conn struct {
 	logsKey  uint32
 	ringAddr uint64
 
-	slots []*slot
-	free  chan *slot
-	held  atomic.Int32
-	once  sync.Once
+	slots   []*slot
+	free    chan *slot
+	held    atomic.Int32
+	closing atomic.Bool // no slot is handed out any more
+	once    sync.Once
 
 	rmu   sync.Mutex // the ring: reservations and posts in ring order
 	ring  ringWriter
@@ -180,7 +181,14 @@ func (c *conn) complete(wc *verbs.WC) error {
 func (c *conn) acquire(ctx context.Context) (*slot, error) {
 	select {
 	case s := <-c.free:
+		// Counted before the check: close, which sets closing before it
+		// waits for held to drop to 0, either waits for this slot or is
+		// seen here.
 		c.held.Add(1)
+		if c.closing.Load() {
+			c.release(s)
+			return nil, fmt.Errorf("%w: node %d: connection closed", txn.ErrUnreachable, c.idx)
+		}
 		return s, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -375,6 +383,7 @@ func (c *conn) refreshConsumed(ctx context.Context, need uint64) error {
 		s.sgl[0] = s.sge(0, 8)
 		s.wrs[0] = verbs.SendWR{Opcode: verbs.OpRead, SGL: s.sgl[:1], RemoteAddr: c.ringAddr, RKey: c.logsKey}
 		c.db.stats.reads.Add(1)
+		c.db.stats.ringWaits.Add(1)
 		if err := c.run(ctx, s, s.wrs[:1]); err != nil {
 			return err
 		}
@@ -441,6 +450,7 @@ func (c *conn) lock(ctx context.Context, req []byte, writes int) (byte, []uint64
 // is back (or after a bound: a slot never given back keeps it).
 func (c *conn) close() {
 	c.once.Do(func() {
+		c.closing.Store(true)
 		c.rpc.Close()
 		c.cm.Close()
 		if c.mr != nil {

@@ -35,11 +35,16 @@ type bed struct {
 // newBed starts n nodes with lease lease (0: the default) and lays out
 // a database with small values.
 func newBed(t testing.TB, n int, lease time.Duration) *bed {
+	return newBedWith(t, n, farm.NodeConfig{Lease: lease, LogSize: 1 << 20, MaxClients: 32})
+}
+
+// newBedWith starts n nodes configured by cfg.
+func newBedWith(t testing.TB, n int, cfg farm.NodeConfig) *bed {
 	t.Helper()
 	b := &bed{t: t, fabric: fmt.Sprintf("farm-test-%d", seq.Add(1)), nodes: make([]*farm.Node, n)}
 	for i := range n {
 		srv, err := memnode.Start(context.Background(), memnode.Config{Device: "loop://" + b.fabric + fmt.Sprintf("/n%d", i), CM: "127.0.0.1:0",
-			NewService: farm.Service(farm.NodeConfig{Lease: lease, LogSize: 1 << 20, MaxClients: 32}, func(nd *farm.Node) { b.nodes[i] = nd }),
+			NewService: farm.Service(cfg, func(nd *farm.Node) { b.nodes[i] = nd }),
 			Logger:     slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)

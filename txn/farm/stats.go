@@ -14,6 +14,7 @@ type NodeStats struct {
 	Installed     uint64        // transactions installed and unlocked (commits)
 	Released      uint64        // transactions unlocked without installing (aborts)
 	Records       uint64        // log records taken
+	Wraps         uint64        // times a log ring's reader went round to its start
 	BackupApplied uint64        // backup records applied to the backup copies
 	BackupFull    uint64        // committed writes a backup copy had no slot for (should stay 0)
 	Recovered     uint64        // transactions this node recovered, committed
@@ -47,6 +48,7 @@ func (n *Node) OldestLock() time.Duration {
 // counters are a client's, updated atomically.
 type counters struct {
 	reads, logWrites, rpcs          atomic.Uint64
+	ringWaits                       atomic.Uint64
 	commits, readOnly               atomic.Uint64
 	lockAborts, validAborts, others atomic.Uint64
 	unknown                         atomic.Uint64
@@ -65,6 +67,7 @@ type Stats struct {
 	Reads            uint64 // one-sided READ lists (each one round trip to one node)
 	LogWrites        uint64 // one-sided WRITE lists into log rings (each one round trip)
 	RPCs             uint64 // LOCK calls (each one round trip)
+	RingWaits        uint64 // READs of a full log ring's consumed position (counted in Reads too)
 }
 
 // RoundTrips is Reads + LogWrites + RPCs.
@@ -75,5 +78,5 @@ func (db *DB) Stats() Stats {
 	c := &db.stats
 	return Stats{Commits: c.commits.Load(), ReadOnly: c.readOnly.Load(), LockAborts: c.lockAborts.Load(),
 		ValidationAborts: c.validAborts.Load(), OtherAborts: c.others.Load(), Unknown: c.unknown.Load(),
-		Reads: c.reads.Load(), LogWrites: c.logWrites.Load(), RPCs: c.rpcs.Load()}
+		Reads: c.reads.Load(), LogWrites: c.logWrites.Load(), RPCs: c.rpcs.Load(), RingWaits: c.ringWaits.Load()}
 }

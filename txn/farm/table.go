@@ -246,6 +246,8 @@ func (n *Node) takeRecords(s *session) int {
 		return 0
 	}
 	k := 0
+	lap := s.ring.pos / uint64(s.ring.size)
+	defer func() { n.stats.Wraps += s.ring.pos/uint64(s.ring.size) - lap }()
 	for {
 		body, ok := s.ring.next()
 		if !ok {
