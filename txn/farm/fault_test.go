@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,6 +27,25 @@ type bank struct {
 	commits  atomic.Int64
 	mu       sync.Mutex
 	inDoubt  []*farm.Tx // Commit returned ErrUnreachable: recovery decided
+	hide     string     // keys with this prefix stay out of the history
+}
+
+// add records a committed transaction's trace, without the hidden keys.
+func (k *bank) add(reads, writes []txn.Access) {
+	if k.hide != "" {
+		reads, writes = k.without(reads), k.without(writes)
+	}
+	k.h.Add(reads, writes)
+}
+
+func (k *bank) without(as []txn.Access) []txn.Access {
+	var out []txn.Access
+	for _, a := range as {
+		if !strings.HasPrefix(a.Key, k.hide) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 const initial = 100
@@ -45,7 +65,7 @@ func (k *bank) load(db *farm.DB) {
 		if err := tx.Commit(); err != nil {
 			k.t.Fatal(err)
 		}
-		k.h.Add(tx.(txn.Traced).Trace())
+		k.add(tx.(txn.Traced).Trace())
 	}
 }
 
@@ -82,7 +102,7 @@ func (k *bank) work(ctx context.Context, db *farm.DB, seed uint64) {
 		})
 		switch {
 		case err == nil:
-			k.h.Add(last.(txn.Traced).Trace())
+			k.add(last.(txn.Traced).Trace())
 			k.commits.Add(1)
 		case errors.Is(err, txn.ErrUnreachable):
 			// Its connection was fenced (a lock older than the lease, on
@@ -126,7 +146,7 @@ func (k *bank) total(db *farm.DB, extra ...[]byte) int {
 	}); err != nil {
 		k.t.Fatal(err)
 	}
-	k.h.Add(last.(txn.Traced).Trace())
+	k.add(last.(txn.Traced).Trace())
 	return sum
 }
 
@@ -211,7 +231,7 @@ func (k *bank) stopOne(r int, step farm.Step, closeIt bool, lease time.Duration)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	k.h.Add(tx.(txn.Traced).Trace())
+	k.add(tx.(txn.Traced).Trace())
 	victim := b.db()
 	var hits atomic.Int32
 	farm.SetHook(victim, func(s farm.Step) bool { return s != step || hits.Add(1) > 1 })
@@ -274,7 +294,7 @@ func (k *bank) stopOne(r int, step farm.Step, closeIt bool, lease time.Duration)
 		t.Fatalf("round %d (step %d): half applied: %s / %s", r, step, va, vb)
 	}
 	if committed {
-		k.h.Add(farm.InDoubtTrace(vt))
+		k.add(farm.InDoubtTrace(vt))
 	}
 	if step >= farm.StepBackedUp && !committed {
 		t.Fatalf("round %d: every backup held the records (step %d) and recovery aborted", r, step)
@@ -354,7 +374,7 @@ func (k *bank) resolveInDoubt() {
 		client, seq := farm.TxID(tx)
 		for _, n := range k.b.nodes {
 			if n.Applied(client, seq) {
-				k.h.Add(farm.InDoubtTrace(tx))
+				k.add(farm.InDoubtTrace(tx))
 				committed++
 				break
 			}
