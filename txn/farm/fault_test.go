@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -184,7 +185,7 @@ func TestStoppedCoordinator(t *testing.T) {
 		wg.Go(func() { k.work(ctx, db, uint64(w)) })
 	}
 	steps := []farm.Step{farm.StepLocked, farm.StepValidated, farm.StepBackup, farm.StepBackedUp, farm.StepPrimary, farm.StepCommitted}
-	reps := 2
+	reps := envInt("FARM_KILL_REPS", 2) // 2 × 12 rounds; FARM_KILL_REPS=5 runs the 60 of the acceptance
 	if testing.Short() {
 		reps = 1
 	}
@@ -381,4 +382,12 @@ func (k *bank) resolveInDoubt() {
 		}
 	}
 	k.t.Logf("%d worker transactions in doubt, %d of them committed by recovery", len(k.inDoubt), committed)
+}
+
+// envInt is the integer in environment variable name, def when unset.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
 }

@@ -67,7 +67,7 @@ func init() {
 }
 
 // TestKilledClientTCP kills (-9) a coordinator process at every step of
-// its commit, over tcp, while a worker keeps transferring: the nodes
+// its commit (FARM_TCP_KILLS times each, default 1), over tcp, while a worker keeps transferring: the nodes
 // recover each transaction whole or not at all, release its locks, and
 // the history and the money check out.
 func TestKilledClientTCP(t *testing.T) {
@@ -99,7 +99,11 @@ func TestKilledClientTCP(t *testing.T) {
 	var wg sync.WaitGroup
 	worker := tcpDB()
 	wg.Go(func() { k.work(ctx, worker, 1) })
-	steps := []farm.Step{farm.StepLocked, farm.StepValidated, farm.StepBackup, farm.StepBackedUp, farm.StepPrimary, farm.StepCommitted}
+	all := []farm.Step{farm.StepLocked, farm.StepValidated, farm.StepBackup, farm.StepBackedUp, farm.StepPrimary, farm.StepCommitted}
+	var steps []farm.Step
+	for range envInt("FARM_TCP_KILLS", 1) { // FARM_TCP_KILLS=9 kills 54 processes
+		steps = append(steps, all...)
+	}
 	var victims [][]byte
 	for r, step := range steps {
 		pa, pb := onShards(r, 3)

@@ -118,7 +118,7 @@ type Node struct {
 	closed atomic.Bool
 }
 
-var _ memnode.Service = (*Node)(nil)
+var _ memnode.MetricsService = (*Node)(nil)
 
 // Service returns the memnode.NewServiceFunc of a node configured by
 // cfg; pass it as memnode.Config.NewService. made, when not nil,

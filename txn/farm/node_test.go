@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	_ "github.com/rdmakit/rdmakit/transport/loop"
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -106,4 +108,34 @@ func FuzzNodeRequests(f *testing.F) {
 		_, _ = n.decideCall(b, resp)
 		_, _ = n.create(b, resp)
 	})
+}
+
+// TestCollector: the node's metrics describe and collect without error.
+func TestCollector(t *testing.T) {
+	n, s := testNode(t)
+	resp := make([]byte, 64)
+	if _, err := n.lock(s, lockReq(1, write{op: opPut, key: []byte("x")}), resp); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(n.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "rdmakit_farm_transactions" {
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "locked" && m.GetGauge().GetValue() == 1 {
+					found = true
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the locked transaction is not in the metrics")
+	}
 }
