@@ -172,7 +172,7 @@ func (t *Tx) lockAll(seq uint64, parts []int, groups []shardWrites) error {
 			done <- i
 			continue
 		}
-		if len(req) > t.db.cfg.MaxMessage-64 {
+		if len(req) > maxLockRequest(t.db.cfg.MaxMessage) {
 			res[i].err = fmt.Errorf("%w: %d bytes of writes to shard %d", txn.ErrTooLarge, len(req), g.shard)
 			done <- i
 			continue
@@ -217,6 +217,11 @@ func (t *Tx) lockAll(seq uint64, parts []int, groups []shardWrites) error {
 	// No COMMIT-BACKUP record exists: whatever recovery finds, it aborts.
 	return txn.Abort(txn.Timeout, nil, fail)
 }
+
+// maxLockRequest bounds a LOCK request for messages of maxMessage
+// bytes, so that the shard's COMMIT-BACKUP record (the same writes,
+// with truncations) fits a connection's slot and a quarter of a ring.
+func maxLockRequest(maxMessage int) int { return maxMessage - 64 - recFixed - 8*MaxTruncations }
 
 // lockError is the error of a refused LOCK.
 func lockError(st byte, key []byte) error {

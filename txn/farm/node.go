@@ -165,7 +165,10 @@ func (n *Node) Describe(*memnode.Info) {}
 // Close implements memnode.Service: it stops the node's goroutines and
 // releases its memory.
 func (n *Node) Close() error {
-	if !n.closed.CompareAndSwap(false, true) {
+	n.mu.Lock() // startRecovery adds to wg under n.mu, if not closed
+	first := n.closed.CompareAndSwap(false, true)
+	n.mu.Unlock()
+	if !first {
 		return nil
 	}
 	n.cancel()
