@@ -132,7 +132,10 @@
 // and idempotent (a commit record for a transaction no longer locked is
 // ignored); a backup applies a write only over an older version, so
 // records of several coordinators may be applied in any order. A backup
-// remembers applied transactions for 30 s to answer recoveries.
+// remembers applied transactions for NodeConfig.Remember (20 leases) to
+// answer recoveries: a recovery that cannot finish for longer (a node
+// unreachable as long) could take a committed transaction it applied
+// for aborted.
 //
 // The fence's one assumption: a WRITE that the responder found its QP
 // receiving holds a reference on the region until it has landed, so

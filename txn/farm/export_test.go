@@ -49,8 +49,7 @@ func TxID(tx *Tx) (client, seq uint64) { return tx.db.id, tx.seq }
 func (n *Node) Applied(client, seq uint64) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	_, ok := n.applied[txKey{client, seq}]
-	return ok
+	return n.applied.has(txKey{client, seq})
 }
 
 // ClientID is db's coordinator id at the nodes.

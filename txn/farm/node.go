@@ -34,9 +34,6 @@ const (
 	DefaultLogSize    = 1 << 20
 	DefaultLease      = 500 * time.Millisecond
 	DefaultMaxMessage = 64 << 10
-	// appliedKeep is how long a backup remembers a transaction it applied,
-	// to answer a recovery's question about it.
-	appliedKeep = 30 * time.Second
 )
 
 // NodeConfig configures a node.
@@ -50,6 +47,11 @@ type NodeConfig struct {
 	// Lease is how long a transaction may hold a lock: once a lock is
 	// older, the node recovers its transaction (default DefaultLease).
 	Lease time.Duration
+	// Remember is how long a backup remembers the transactions it applied
+	// (committed), to answer recoveries about them (default 20 leases).
+	// A recovery that takes longer than that (another node unreachable
+	// for as long) may take a committed transaction for aborted.
+	Remember time.Duration
 	// MaxMessage is the RPC message size, and bounds a transaction's
 	// writes to one shard (default DefaultMaxMessage). Clients must use
 	// the same.
@@ -74,6 +76,9 @@ func (c *NodeConfig) defaults() {
 	c.LogSize = max(c.LogSize&^7, 4*c.MaxMessage)
 	if c.Lease <= 0 {
 		c.Lease = DefaultLease
+	}
+	if c.Remember <= 0 {
+		c.Remember = 20 * c.Lease
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -109,7 +114,7 @@ type Node struct {
 	sessions   map[*session]struct{}
 	locks      map[txKey]*lockRec
 	pending    map[txKey]*backupRec
-	applied    map[txKey]time.Time
+	applied    appliedSet
 	recovering map[txKey]bool
 	peers      []*peer
 	stats      NodeStats
@@ -132,7 +137,7 @@ func Service(cfg NodeConfig, made func(*Node)) memnode.NewServiceFunc {
 		}
 		n := &Node{cfg: cfg, dev: dev, pd: pd, log: cfg.Logger, logs: logs, freeRing: make(chan int, cfg.MaxClients),
 			sessions: map[*session]struct{}{}, locks: map[txKey]*lockRec{}, pending: map[txKey]*backupRec{},
-			applied: map[txKey]time.Time{}, recovering: map[txKey]bool{}}
+			recovering: map[txKey]bool{}}
 		for i := range cfg.MaxClients {
 			n.freeRing <- i
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -137,5 +138,28 @@ func TestCollector(t *testing.T) {
 	}
 	if !found {
 		t.Fatal("the locked transaction is not in the metrics")
+	}
+}
+
+// TestAppliedSetAges: an applied transaction is remembered for keep at
+// least, and forgotten within about 8/7 of it.
+func TestAppliedSetAges(t *testing.T) {
+	var a appliedSet
+	const keep = 7 * time.Second
+	t0 := time.Unix(1000, 0)
+	a.age(t0, keep)
+	k := txKey{1, 2}
+	a.add(k)
+	for d := time.Duration(0); d <= 2*keep; d += 100 * time.Millisecond {
+		a.age(t0.Add(d), keep)
+		if has := a.has(k); has != (d < keep+keep/7) && (d < keep || d > keep+keep/7+time.Second) {
+			t.Fatalf("after %v: remembered %v", d, has)
+		}
+		if d < keep && !a.has(k) {
+			t.Fatalf("forgotten after %v, before %v", d, keep)
+		}
+	}
+	if a.has(k) {
+		t.Fatal("remembered after twice keep")
 	}
 }

@@ -33,8 +33,8 @@ func (n *Node) poll() {
 // leases recovers the transactions whose locks are older than the lease
 // and those whose COMMIT-BACKUP records came through a connection that
 // ended more than a lease ago (or that waited stuckLeases for their
-// truncation), and forgets applied transactions after
-// appliedKeep, four times a lease.
+// truncation), and forgets applied transactions after Remember, four
+// times a lease.
 func (n *Node) leases() {
 	defer n.wg.Done()
 	t := time.NewTicker(n.cfg.Lease / 4)
@@ -59,11 +59,7 @@ func (n *Node) leases() {
 				late = append(late, k)
 			}
 		}
-		for k, at := range n.applied {
-			if now.Sub(at) > appliedKeep {
-				delete(n.applied, k)
-			}
-		}
+		n.applied.age(now, n.cfg.Remember)
 		n.mu.Unlock()
 		for _, k := range late {
 			n.startRecovery(k)
@@ -127,4 +123,41 @@ func (d *idler) wait(ctx context.Context) {
 	case <-ctx.Done():
 		d.timer.Stop()
 	}
+}
+
+// appliedSet is the transactions a backup applied, in generations of a
+// few seconds: forgetting the oldest drops a whole map.
+type appliedSet struct {
+	gens  [appliedGens]map[txKey]struct{}
+	since time.Time // when gens[0] began
+}
+
+const appliedGens = 8
+
+// add remembers k.
+func (a *appliedSet) add(k txKey) {
+	if a.gens[0] == nil {
+		a.gens[0] = map[txKey]struct{}{}
+	}
+	a.gens[0][k] = struct{}{}
+}
+
+// has reports whether k is remembered.
+func (a *appliedSet) has(k txKey) bool {
+	for _, g := range a.gens {
+		if _, ok := g[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// age starts a new generation once the newest is keep/appliedGens old,
+// forgetting the oldest: a transaction is remembered for keep at least.
+func (a *appliedSet) age(now time.Time, keep time.Duration) {
+	if now.Sub(a.since) < keep/(appliedGens-1) {
+		return
+	}
+	copy(a.gens[1:], a.gens[:appliedGens-1])
+	a.gens[0], a.since = nil, now
 }

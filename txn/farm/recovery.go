@@ -188,7 +188,7 @@ func (n *Node) fenceCall(req, resp []byte) (int, error) {
 			n.stopSession(s)
 		}
 	}
-	_, applied := n.applied[k]
+	applied := n.applied.has(k)
 	r := n.pending[k]
 	for i, p := range parts {
 		resp[i] = 0

@@ -205,7 +205,7 @@ func (n *Node) commitBackup(k txKey) {
 		}
 		delete(n.pending, k)
 	}
-	n.applied[k] = time.Now()
+	n.applied.add(k)
 }
 
 // take applies one record of session s's ring.
