@@ -77,9 +77,9 @@ type DB struct {
 	pd     verbs.PD
 	id     uint64 // this coordinator's id at the nodes
 	seq    atomic.Uint64
-	gen    atomic.Uint32 // connection generations: each dial takes the next
 	conns  []atomic.Pointer[conn]
 	locs   sync.Map // key string → slot int: where a key lives in its primary's table (keys never move)
+	failed atomic.Uint64 // connections lost so far: the others are probed before their next commit
 	stats  counters
 
 	stop    chan struct{}
@@ -149,18 +149,6 @@ func open(ctx context.Context, cfg Config, create *Layout) (_ *DB, err error) {
 // Layout is the database's layout.
 func (db *DB) Layout() Layout { return db.layout }
 
-// connFor returns the connection to node i for a transaction of
-// generation gen: one dialed after the transaction began does not
-// carry its records (recovery fences only the connections a transaction
-// may have used).
-func (db *DB) connFor(i int, gen uint32) (*conn, error) {
-	c, err := db.conn(i)
-	if err == nil && c.gen > gen {
-		return nil, fmt.Errorf("%w: node %d reconnected during the transaction", txn.ErrUnreachable, i)
-	}
-	return c, err
-}
-
 // conn returns the connection to node i, or ErrUnreachable while it has
 // none.
 func (db *DB) conn(i int) (*conn, error) {
@@ -185,6 +173,7 @@ func (db *DB) lost(c *conn) {
 	if !db.conns[c.idx].CompareAndSwap(c, nil) {
 		return
 	}
+	db.failed.Add(1)
 	db.rmu.Lock()
 	defer db.rmu.Unlock()
 	if db.closed.Load() || db.redial[c.idx] {
@@ -296,5 +285,5 @@ func (db *DB) Begin(ctx context.Context) (txn.Tx, error) {
 	if db.closed.Load() {
 		return nil, txn.ErrClosed
 	}
-	return &Tx{db: db, ctx: ctx, gen: db.gen.Load(), reads: map[string]*readEnt{}, writes: map[string]*writeEnt{}}, nil
+	return &Tx{db: db, ctx: ctx, reads: map[string]*readEnt{}, writes: map[string]*writeEnt{}}, nil
 }

@@ -49,6 +49,9 @@ func (t *Tx) Commit() error {
 	for i, g := range groups {
 		parts[i] = g.shard
 	}
+	if err := t.pin(parts); err != nil {
+		return t.count(err)
+	}
 	if err := t.lockAll(seq, parts, groups); err != nil {
 		return t.count(err)
 	}
@@ -78,6 +81,51 @@ func (t *Tx) Commit() error {
 	t.traced = true
 	db.stats.commits.Add(1)
 	return nil
+}
+
+// pin takes the connections the commit will use, one per node holding a
+// copy of a written shard, and notes their sessions in the transaction's
+// txInfo: every record of the transaction goes through them, so they
+// are what recovery fences. A node without a connection now aborts the
+// transaction; so does a pinned connection that fails its probe (when
+// another connection of the client failed since it was last known
+// good, it is probed first: a recovery fences several at once, and a
+// commit that finds out at COMMIT-BACKUP leaves its outcome in doubt).
+func (t *Tx) pin(parts []int) error {
+	n := t.db.layout.Shards()
+	t.conns, t.info = make([]*conn, n), txInfo{parts: parts, sids: make([]uint32, n)}
+	for _, p := range parts {
+		for _, r := range t.db.layout.Replicas(p) {
+			c, err := t.db.conn(r)
+			if err != nil {
+				return txn.Abort(txn.Timeout, nil, err)
+			}
+			t.conns[r], t.info.sids[r] = c, c.sid
+		}
+	}
+	errs := make(chan error, n)
+	probing := 0
+	for _, c := range t.conns {
+		if c != nil && c.checked.Load() < t.db.failed.Load() {
+			probing++
+			go func() { errs <- c.probe(t.ctx) }()
+		}
+	}
+	var first error
+	for range probing {
+		if err := <-errs; err != nil && first == nil {
+			first = txn.Abort(txn.Timeout, nil, err)
+		}
+	}
+	return first
+}
+
+// connTo is the pinned connection to node i.
+func (t *Tx) connTo(i int) (*conn, error) {
+	if c := t.conns[i]; c != nil {
+		return c, nil
+	}
+	return nil, fmt.Errorf("%w: node %d not pinned", ErrProtocol, i)
 }
 
 // step runs the test hook at step s: false means stop.
@@ -162,11 +210,10 @@ func (t *Tx) lockAll(seq uint64, parts []int, groups []shardWrites) error {
 	for i := range groups {
 		g := &groups[i]
 		req := binary.LittleEndian.AppendUint64(nil, seq)
-		req = binary.LittleEndian.AppendUint32(req, t.gen)
 		req = append(req, byte(g.shard))
-		req = appendParts(req, parts)
+		req = t.info.append(req)
 		req = appendWrites(req, g.ws)
-		c, err := t.db.connFor(g.shard, t.gen)
+		c, err := t.connTo(g.shard)
 		if err != nil {
 			res[i].err = err
 			done <- i
@@ -241,14 +288,14 @@ func lockError(st byte, key []byte) error {
 // written leaves the locks to the lease.
 func (t *Tx) abortAll(seq uint64, shards []int) {
 	for _, s := range shards {
-		c, err := t.db.connFor(s, t.gen)
+		c, err := t.connTo(s)
 		if err != nil {
 			continue
 		}
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
 			defer cancel()
-			_ = c.appendRecord(ctx, &record{kind: recAbort, shard: s, gen: t.gen, seq: seq})
+			_ = c.appendRecord(ctx, &record{kind: recAbort, shard: s, seq: seq})
 		}()
 	}
 }
@@ -324,11 +371,11 @@ func (t *Tx) commitBackups(ctx context.Context, seq uint64, parts []int, groups 
 			ws[i].version, ws[i].expect = t.writes[g.keys[i]].version, false
 		}
 		for _, b := range t.db.layout.Replicas(g.shard)[1:] {
-			jobs = append(jobs, job{b, &record{kind: recCommitBackup, shard: g.shard, gen: t.gen, seq: seq, parts: parts, writes: ws}})
+			jobs = append(jobs, job{b, &record{kind: recCommitBackup, shard: g.shard, seq: seq, info: t.info, writes: ws}})
 		}
 	}
 	run := func(j job) error {
-		c, err := t.db.connFor(j.node, t.gen)
+		c, err := t.connTo(j.node)
 		if err == nil {
 			err = c.appendRecord(ctx, j.rec)
 		}
@@ -366,9 +413,9 @@ func (t *Tx) commitBackups(ctx context.Context, seq uint64, parts []int, groups 
 // are, the transaction's truncation is queued for its backups.
 func (t *Tx) commitPrimaries(ctx context.Context, seq uint64, parts []int) error {
 	run := func(s int) error {
-		c, err := t.db.connFor(s, t.gen)
+		c, err := t.connTo(s)
 		if err == nil {
-			err = c.appendRecord(ctx, &record{kind: recCommitPrimary, shard: s, gen: t.gen, seq: seq})
+			err = c.appendRecord(ctx, &record{kind: recCommitPrimary, shard: s, seq: seq})
 		}
 		return err
 	}
@@ -393,9 +440,9 @@ func (t *Tx) commitPrimaries(ctx context.Context, seq uint64, parts []int) error
 	errs := make(chan error, len(parts))
 	for _, s := range parts {
 		go func() {
-			c, err := t.db.connFor(s, t.gen)
+			c, err := t.connTo(s)
 			if err == nil {
-				err = c.appendRecord(bg, &record{kind: recCommitPrimary, shard: s, gen: t.gen, seq: seq})
+				err = c.appendRecord(bg, &record{kind: recCommitPrimary, shard: s, seq: seq})
 			}
 			errs <- err
 		}()

@@ -53,7 +53,11 @@ func (s *slot) sge(off, n int) verbs.SGE {
 type conn struct {
 	db   *DB
 	idx  int
-	gen  uint32 // the client's connection generation when it dialed
+	sid  uint32 // the connection's session id at the node
+	// checked is db.failed when the connection was last known good: a
+	// commit probes it first when another failed since (recovery fences a
+	// coordinator's connections to several nodes at once).
+	checked atomic.Uint64
 	cm   *cm.Conn
 	cq   verbs.CQ
 	rpc  *rpc.Client
@@ -97,7 +101,8 @@ func (db *DB) dialConn(ctx context.Context, i int, create *Layout) (*conn, Layou
 		cq.Destroy()
 		return nil, Layout{}, fmt.Errorf("%w: node %s: %w", txn.ErrUnreachable, addr, err)
 	}
-	c := &conn{db: db, idx: i, gen: db.gen.Add(1), cm: cc, cq: cq, rpc: rc}
+	c := &conn{db: db, idx: i, cm: cc, cq: cq, rpc: rc}
+	c.checked.Store(db.failed.Load())
 	l, err := c.open(ctx, create)
 	if err != nil {
 		c.close()
@@ -116,9 +121,7 @@ func (c *conn) open(ctx context.Context, create *Layout) (Layout, error) {
 			return Layout{}, c.mapErr("create", err)
 		}
 	}
-	req := binary.LittleEndian.AppendUint64(nil, c.db.id)
-	req = binary.LittleEndian.AppendUint32(req, c.gen)
-	m, err := c.rpc.Call(ctx, MethodOpen, req, resp)
+	m, err := c.rpc.Call(ctx, MethodOpen, binary.LittleEndian.AppendUint64(nil, c.db.id), resp)
 	if err != nil {
 		return Layout{}, c.mapErr("open", err)
 	}
@@ -132,6 +135,7 @@ func (c *conn) open(ctx context.Context, create *Layout) (Layout, error) {
 	c.tables, c.tableKey = binary.LittleEndian.Uint64(resp), binary.LittleEndian.Uint32(resp[8:])
 	c.logsKey, c.ringAddr = binary.LittleEndian.Uint32(resp[12:]), binary.LittleEndian.Uint64(resp[16:])
 	c.ring = ringWriter{size: int(binary.LittleEndian.Uint32(resp[24:]))}
+	c.sid = binary.LittleEndian.Uint32(resp[28:])
 	c.size = max(MaxProbe*l.SlotSize(), c.db.cfg.MaxMessage+64)
 	n := c.db.cfg.Slots
 	if c.mr, err = c.db.pd.AllocMR(n*c.size, verbs.AccessLocalWrite); err != nil {
@@ -466,4 +470,18 @@ func (c *conn) close() {
 		}
 		c.cq.Destroy()
 	})
+}
+
+// probe makes sure the connection still works when another of the
+// client's failed since it was last known good: a 0-byte READ.
+func (c *conn) probe(ctx context.Context) error {
+	f := c.db.failed.Load()
+	if c.checked.Load() >= f {
+		return nil
+	}
+	if _, err := c.read(ctx, c.tables, 0, nil); err != nil {
+		return err
+	}
+	c.checked.Store(f)
+	return nil
 }

@@ -103,8 +103,7 @@
 // leases without truncation. Recovery:
 //
 //  1. fences the coordinator at every node holding a copy of a written
-//     shard: its connections (those as old as the transaction) move to
-//     ERROR, the node waits for the writes landing in its logs region
+//     shard: the connection the transaction uses there moves to ERROR, the node waits for the writes landing in its logs region
 //     (MR quiescence), takes the records that landed, and takes none
 //     after; each node answers whether it holds (or applied) each
 //     written shard's COMMIT-BACKUP record;
@@ -122,13 +121,17 @@
 // commit, every backup held its record before the fence, and recovery
 // commits too. If some backup lacks its record, no COMMIT-PRIMARY was
 // ever written and recovery aborts everywhere: no primary installed.
-// After the fence no record of the coordinator lands (its QPs are in
-// ERROR), so none arrives to contradict the decision; a live coordinator
-// whose connection was fenced finds its next write failing and returns
-// ErrUnreachable (the outcome is recovery's) rather than reporting
-// commit. A coordinator writes a transaction's records only on
-// connections at least as old as the transaction (generations), so
-// fencing spares its newer ones. Installation is by the primary's CPU
+// After the fence no record of the transaction lands (a commit pins one
+// connection per node and writes all its records and LOCKs through it;
+// recovery fences exactly those, named by session id in the LOCK
+// requests and COMMIT-BACKUP records, and the coordinator's other
+// connections live on), so none arrives to contradict the decision; a
+// live coordinator whose connection was fenced finds its next write
+// failing and returns ErrUnreachable (the outcome is recovery's) rather
+// than reporting commit. After a connection failure a coordinator
+// probes (a 0-byte READ) the connections it pins for its next commit,
+// so that one fenced with the failed one aborts that commit rather than
+// leaving it in doubt. Installation is by the primary's CPU
 // and idempotent (a commit record for a transaction no longer locked is
 // ignored); a backup applies a write only over an older version, so
 // records of several coordinators may be applied in any order. A backup

@@ -306,6 +306,14 @@ func (k *bank) stopOne(r int, step farm.Step, closeIt bool, lease time.Duration)
 	txr.Abort()
 	setup.Close()
 	if !closeIt {
+		// The coordinator lives on: once it reconnected (its connections
+		// were fenced if recovery ran), it commits again.
+		farm.SetHook(victim, nil)
+		var again txn.Tx
+		if err := txn.Run(ctx, victim, func(tx txn.Tx) error { again = tx; return transfer(tx, pa, pb, 0) }); err != nil {
+			t.Fatalf("round %d: the stopped coordinator cannot commit again: %v", r, err)
+		}
+		k.add(again.(txn.Traced).Trace())
 		victim.Close()
 	}
 	return [][]byte{pa, pb}

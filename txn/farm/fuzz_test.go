@@ -8,14 +8,14 @@ import (
 
 // TestRecordRoundTrip: what appendRecord encodes, parseRecord decodes.
 func TestRecordRoundTrip(t *testing.T) {
-	r := record{kind: recCommitBackup, shard: 2, gen: 7, seq: 1 << 40, trunc: []uint64{3, 5}, parts: []int{0, 2},
+	r := record{kind: recCommitBackup, shard: 2, seq: 1 << 40, trunc: []uint64{3, 5}, info: txInfo{parts: []int{0, 2}, sids: []uint32{4, 0, 9}},
 		writes: []write{{op: opPut, version: 9, key: []byte("k1"), value: []byte("v")}, {op: opDelete, version: 4, key: []byte("k2")}}}
 	got, err := parseRecord(appendRecord(nil, &r), 3, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.kind != r.kind || got.shard != r.shard || got.gen != r.gen || got.seq != r.seq || len(got.trunc) != 2 || got.trunc[1] != 5 ||
-		len(got.parts) != 2 || got.parts[1] != 2 || len(got.writes) != 2 || got.writes[0].version != 9 ||
+	if got.kind != r.kind || got.shard != r.shard || got.seq != r.seq || len(got.trunc) != 2 || got.trunc[1] != 5 ||
+		len(got.info.parts) != 2 || got.info.parts[1] != 2 || got.info.sids[2] != 9 || len(got.writes) != 2 || got.writes[0].version != 9 ||
 		!bytes.Equal(got.writes[0].value, []byte("v")) || got.writes[1].op != opDelete {
 		t.Fatalf("got %+v, want %+v", got, r)
 	}
@@ -103,7 +103,7 @@ func TestRingWrap(t *testing.T) {
 
 // FuzzRecord: no record bytes make the decoder panic.
 func FuzzRecord(f *testing.F) {
-	r := record{kind: recCommitBackup, shard: 1, seq: 9, trunc: []uint64{1}, parts: []int{1},
+	r := record{kind: recCommitBackup, shard: 1, seq: 9, trunc: []uint64{1}, info: txInfo{parts: []int{1}, sids: []uint32{0, 1, 2}},
 		writes: []write{{op: opPut, key: []byte("k"), value: []byte("v")}}}
 	f.Add(appendRecord(nil, &r))
 	f.Add(appendRecord(nil, &record{kind: recAbort, seq: 3}))

@@ -22,9 +22,9 @@ const Name = "txn-farm"
 // Fence and Decide on each other during recovery (recovery.go).
 const (
 	MethodCreate = 1 // layout | u8 node index → ""
-	MethodOpen   = 2 // u64 client id | u32 connection generation → openInfo
+	MethodOpen   = 2 // u64 client id → openInfo
 	MethodLock   = 3 // LOCK request (record.go) → status | versions or failed index
-	MethodFence  = 4 // u64 client | u64 seq | u32 gen | participants → u8 per participant: 1 when this node backs it up and holds (or applied) its COMMIT-BACKUP record
+	MethodFence  = 4 // u64 client | u64 seq | txInfo → u8 per participant: 1 when this node backs it up and holds (or applied) its COMMIT-BACKUP record
 	MethodDecide = 5 // u64 client | u64 seq | u8 commit → ""
 )
 
@@ -116,6 +116,7 @@ type Node struct {
 	pending    map[txKey]*backupRec
 	applied    appliedSet
 	recovering map[txKey]bool
+	lastSID    uint32
 	peers      []*peer
 	stats      NodeStats
 
@@ -225,15 +226,16 @@ func (n *Node) create(req, _ []byte) (int, error) {
 }
 
 // openInfo is MethodOpen's answer: u64 tables address | u32 tables rkey
-// | u32 logs rkey | u64 ring address | u32 ring size | u32 0 | layout.
+// | u32 logs rkey | u64 ring address | u32 ring size | u32 session id |
+// layout.
 const openFixed = 32
 
 // open is MethodOpen for session s: it gives the client a log ring.
 func (n *Node) open(s *session, req, resp []byte) (int, error) {
-	if len(req) != 12 {
+	if len(req) != 8 {
 		return 0, fmt.Errorf("%w: a %d-byte open", ErrProtocol, len(req))
 	}
-	id, gen := binary.LittleEndian.Uint64(req), binary.LittleEndian.Uint32(req[8:])
+	id := binary.LittleEndian.Uint64(req)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.layout == nil {
@@ -251,14 +253,15 @@ func (n *Node) open(s *session, req, resp []byte) (int, error) {
 	stride := ringHead + n.cfg.LogSize
 	ring := n.logs.Bytes()[i*stride : (i+1)*stride]
 	clear(ring)
-	s.client, s.gen, s.ringIdx, s.ring = id, gen, i, &ringReader{ring: ring, size: n.cfg.LogSize}
+	n.lastSID++
+	s.client, s.id, s.ringIdx, s.ring = id, n.lastSID, i, &ringReader{ring: ring, size: n.cfg.LogSize}
 	b := resp[:0]
 	b = binary.LittleEndian.AppendUint64(b, n.tables.Addr())
 	b = binary.LittleEndian.AppendUint32(b, n.tables.RKey())
 	b = binary.LittleEndian.AppendUint32(b, n.logs.RKey())
 	b = binary.LittleEndian.AppendUint64(b, n.logs.Addr()+uint64(i*stride))
 	b = binary.LittleEndian.AppendUint32(b, uint32(n.cfg.LogSize))
-	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = binary.LittleEndian.AppendUint32(b, s.id)
 	b = append(b, n.layout.marshal()...)
 	if len(b) > len(resp) {
 		return 0, fmt.Errorf("%w: layout too large for a message", ErrProtocol)
@@ -317,7 +320,7 @@ type session struct {
 	// Under n.mu.
 	qp      verbs.QP
 	client  uint64
-	gen     uint32 // the client's connection generation
+	id      uint32 // the session's id at the node (from 1)
 	ringIdx int
 	ring    *ringReader
 	fenced  bool      // no record of its ring is taken any more

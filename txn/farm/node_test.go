@@ -41,8 +41,7 @@ func testNode(t testing.TB) (*Node, *session) {
 	}
 	s := &session{n: n, ringIdx: -1}
 	resp := make([]byte, 1024)
-	req := binary.LittleEndian.AppendUint64(nil, 42)
-	if _, err := n.open(s, binary.LittleEndian.AppendUint32(req, 1), resp); err != nil {
+	if _, err := n.open(s, binary.LittleEndian.AppendUint64(nil, 42), resp); err != nil {
 		t.Fatal(err)
 	}
 	return n, s
@@ -51,9 +50,9 @@ func testNode(t testing.TB) (*Node, *session) {
 // lockReq is a LOCK request of shard 0 for writes.
 func lockReq(seq uint64, ws ...write) []byte {
 	req := binary.LittleEndian.AppendUint64(nil, seq)
-	req = binary.LittleEndian.AppendUint32(req, 1)
 	req = append(req, 0)
-	req = appendParts(req, []int{0})
+	info := txInfo{parts: []int{0}, sids: []uint32{1, 0, 0}}
+	req = info.append(req)
 	return appendWrites(req, ws)
 }
 

@@ -21,13 +21,12 @@ const (
 
 // A record body, little-endian:
 //
-//	u8 kind | u8 shard | u16 truncations | u32 gen | u64 seq | truncations × u64 seq | rest
+//	u8 kind | u8 shard | u16 truncations | u32 0 | u64 seq | truncations × u64 seq | rest
 //
 // seq is the transaction's number at its coordinator (the ring says
-// which coordinator), gen the coordinator's connection generation when
-// the transaction began (recovery.go). The truncations are transactions committed at
+// which coordinator). The truncations are transactions committed at
 // every primary: a backup applies their writes and forgets them. rest,
-// for recCommitBackup only: participants, then writes (below).
+// for recCommitBackup only: the transaction's txInfo, then writes (below).
 const recFixed = 16
 
 // MaxTruncations bounds the truncations one record carries.
@@ -37,10 +36,9 @@ const MaxTruncations = 64
 type record struct {
 	kind   byte
 	shard  int
-	gen    uint32
 	seq    uint64
 	trunc  []uint64
-	parts  []int
+	info   txInfo
 	writes []write
 }
 
@@ -113,40 +111,64 @@ func parseWrites(b []byte, valueSize int) ([]write, []byte, error) {
 	return ws, b, nil
 }
 
-// appendParts encodes u8 count | shard ids.
-func appendParts(b []byte, parts []int) []byte {
-	b = append(b, byte(len(parts)))
-	for _, p := range parts {
+// txInfo is what recovery needs to know of a transaction: the shards it
+// writes, and at each node the connection (session id, 0 for none) its
+// coordinator uses for it — the one connection recovery fences there.
+// Encoded: u8 shards | shard ids | u8 nodes | nodes × u32 session id.
+type txInfo struct {
+	parts []int
+	sids  []uint32
+}
+
+func (t *txInfo) append(b []byte) []byte {
+	b = append(b, byte(len(t.parts)))
+	for _, p := range t.parts {
 		b = append(b, byte(p))
+	}
+	b = append(b, byte(len(t.sids)))
+	for _, s := range t.sids {
+		b = binary.LittleEndian.AppendUint32(b, s)
 	}
 	return b
 }
 
-func parseParts(b []byte, shards int) ([]int, []byte, error) {
-	if len(b) < 1 || len(b) < 1+int(b[0]) {
-		return nil, nil, fmt.Errorf("%w: short participants", ErrProtocol)
+// parseTxInfo decodes a txInfo for a database of shards shards (and as
+// many nodes).
+func parseTxInfo(b []byte, shards int) (txInfo, []byte, error) {
+	var t txInfo
+	if len(b) < 1 || len(b) < 2+int(b[0]) {
+		return t, nil, fmt.Errorf("%w: short participants", ErrProtocol)
 	}
 	n := int(b[0])
-	parts := make([]int, n)
-	for i := range parts {
-		if parts[i] = int(b[1+i]); parts[i] >= shards {
-			return nil, nil, fmt.Errorf("%w: participant shard %d of %d", ErrProtocol, parts[i], shards)
+	t.parts = make([]int, n)
+	for i := range t.parts {
+		if t.parts[i] = int(b[1+i]); t.parts[i] >= shards {
+			return t, nil, fmt.Errorf("%w: participant shard %d of %d", ErrProtocol, t.parts[i], shards)
 		}
 	}
-	return parts, b[1+n:], nil
+	b = b[1+n:]
+	m := int(b[0])
+	if m != shards || len(b) < 1+4*m {
+		return t, nil, fmt.Errorf("%w: %d sessions for %d nodes", ErrProtocol, m, shards)
+	}
+	t.sids = make([]uint32, m)
+	for i := range t.sids {
+		t.sids[i] = binary.LittleEndian.Uint32(b[1+4*i:])
+	}
+	return t, b[1+4*m:], nil
 }
 
 // appendRecord encodes a record body.
 func appendRecord(b []byte, r *record) []byte {
 	b = append(b, r.kind, byte(r.shard))
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.trunc)))
-	b = binary.LittleEndian.AppendUint32(b, r.gen)
+	b = binary.LittleEndian.AppendUint32(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, r.seq)
 	for _, t := range r.trunc {
 		b = binary.LittleEndian.AppendUint64(b, t)
 	}
 	if r.kind == recCommitBackup {
-		b = appendParts(b, r.parts)
+		b = r.info.append(b)
 		b = appendWrites(b, r.writes)
 	}
 	return b
@@ -160,7 +182,6 @@ func parseRecord(b []byte, shards, valueSize int) (record, error) {
 	}
 	r.kind, r.shard = b[0], int(b[1])
 	nt := int(binary.LittleEndian.Uint16(b[2:]))
-	r.gen = binary.LittleEndian.Uint32(b[4:])
 	r.seq = binary.LittleEndian.Uint64(b[8:])
 	b = b[recFixed:]
 	if r.kind < recAbort || r.kind > recTruncate || r.shard >= shards || nt > MaxTruncations || len(b) < 8*nt {
@@ -175,14 +196,14 @@ func parseRecord(b []byte, shards, valueSize int) (record, error) {
 		return r, nil
 	}
 	var err error
-	if r.parts, b, err = parseParts(b, shards); err != nil {
+	if r.info, b, err = parseTxInfo(b, shards); err != nil {
 		return r, err
 	}
 	r.writes, _, err = parseWrites(b, valueSize)
 	return r, err
 }
 
-// A LOCK request (MethodLock): u64 seq | u32 gen | u8 shard | participants | writes.
+// A LOCK request (MethodLock): u64 seq | u8 shard | txInfo | writes.
 // The answer: u8 status, then for lockOK the version each write found
 // (it installs that plus one), else u16 the index of the write that
 // failed.
@@ -194,4 +215,4 @@ const (
 )
 
 // lockFixed is the fixed part of a LOCK request.
-const lockFixed = 13
+const lockFixed = 9

@@ -49,19 +49,18 @@ func (n *Node) recover(k txKey) {
 		n.mu.Unlock()
 	}()
 	n.mu.Lock()
-	var parts []int
-	var gen uint32
+	var info txInfo
 	if r := n.locks[k]; r != nil {
-		parts, gen = r.parts, r.gen
+		info = r.info
 	} else if r := n.pending[k]; r != nil {
-		parts, gen = r.parts, r.gen
+		info = r.info
 	}
 	n.mu.Unlock()
-	if parts == nil {
+	if info.parts == nil {
 		return // resolved meanwhile
 	}
 	for {
-		commit, err := n.tryRecover(k, gen, parts)
+		commit, err := n.tryRecover(k, info)
 		if err == nil {
 			n.mu.Lock()
 			if commit {
@@ -83,8 +82,8 @@ func (n *Node) recover(k txKey) {
 }
 
 // tryRecover runs the three steps once.
-func (n *Node) tryRecover(k txKey, gen uint32, parts []int) (bool, error) {
-	l := n.layout
+func (n *Node) tryRecover(k txKey, info txInfo) (bool, error) {
+	l, parts := n.layout, info.parts
 	var nodes []int
 	for _, p := range parts {
 		for _, r := range l.Replicas(p) {
@@ -95,8 +94,7 @@ func (n *Node) tryRecover(k txKey, gen uint32, parts []int) (bool, error) {
 	}
 	req := binary.LittleEndian.AppendUint64(nil, k.client)
 	req = binary.LittleEndian.AppendUint64(req, k.seq)
-	req = binary.LittleEndian.AppendUint32(req, gen)
-	req = appendParts(req, parts)
+	req = info.append(req)
 	commit := true
 	for _, node := range nodes {
 		holds, err := n.ask(node, MethodFence, req)
@@ -158,33 +156,32 @@ func (n *Node) ask(node int, method uint16, req []byte) ([]byte, error) {
 	return resp[:m], nil
 }
 
-// fenceCall is MethodFence: fence the client's connections that the
-// transaction may have used (those of its generation or older: a
-// coordinator never writes a transaction's records on a connection
-// newer than the transaction), then say which of the transaction's
-// shards' COMMIT-BACKUP records this node holds.
+// fenceCall is MethodFence: fence the connection the transaction's
+// coordinator uses for it here (it writes a transaction's records on
+// that one only; its others live on), then say which of the
+// transaction's shards' COMMIT-BACKUP records this node holds.
 func (n *Node) fenceCall(req, resp []byte) (int, error) {
 	t0 := time.Now()
 	defer n.busy(t0)
-	if len(req) < 20 {
+	if len(req) < 16 {
 		return 0, fmt.Errorf("%w: a %d-byte fence", ErrProtocol, len(req))
 	}
 	k := txKey{binary.LittleEndian.Uint64(req), binary.LittleEndian.Uint64(req[8:])}
-	gen := binary.LittleEndian.Uint32(req[16:])
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.layout == nil {
 		return 0, ErrNoLayout
 	}
-	parts, _, err := parseParts(req[20:], n.layout.Shards())
+	info, _, err := parseTxInfo(req[16:], n.layout.Shards())
 	if err != nil {
 		return 0, err
 	}
+	parts := info.parts
 	if len(parts) > len(resp) {
 		return 0, fmt.Errorf("%w: %d shards", ErrProtocol, len(parts))
 	}
 	for s := range n.sessions {
-		if s.client == k.client && s.ring != nil && s.gen <= gen {
+		if s.client == k.client && s.ring != nil && s.id == info.sids[n.index] {
 			n.stopSession(s)
 		}
 	}

@@ -17,8 +17,7 @@ import (
 // lockRec is a transaction's locks at this node (its primary shard): the
 // slots it locked, the versions they had, and the writes to install.
 type lockRec struct {
-	parts    []int
-	gen      uint32
+	info     txInfo
 	slots    []int
 	versions []uint64
 	writes   []write // copies, not aliases of a request
@@ -29,8 +28,7 @@ type lockRec struct {
 // backupRec is a transaction's COMMIT-BACKUP records at this node, by
 // shard, kept until truncated or decided.
 type backupRec struct {
-	parts  []int
-	gen    uint32
+	info   txInfo
 	shards map[int][]write
 	sess   *session
 	at     time.Time
@@ -77,13 +75,13 @@ func (n *Node) lock(s *session, req, resp []byte) (int, error) {
 	if len(req) < lockFixed {
 		return 0, fmt.Errorf("%w: a %d-byte lock", ErrProtocol, len(req))
 	}
-	seq, gen, shard := binary.LittleEndian.Uint64(req), binary.LittleEndian.Uint32(req[8:]), int(req[12])
+	seq, shard := binary.LittleEndian.Uint64(req), int(req[8])
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.layout == nil {
 		return 0, ErrNoLayout
 	}
-	parts, rest, err := parseParts(req[lockFixed:], n.layout.Shards())
+	info, rest, err := parseTxInfo(req[lockFixed:], n.layout.Shards())
 	if err != nil {
 		return 0, err
 	}
@@ -102,7 +100,7 @@ func (n *Node) lock(s *session, req, resp []byte) (int, error) {
 	case 1+8*len(ws) > len(resp):
 		return 0, fmt.Errorf("%w: %d writes", ErrProtocol, len(ws))
 	}
-	r := &lockRec{parts: parts, gen: gen, at: t0, sess: s}
+	r := &lockRec{info: info, at: t0, sess: s}
 	for i := range ws {
 		w := &ws[i]
 		st, slot, word := n.lockOne(w)
@@ -232,7 +230,7 @@ func (n *Node) take(s *session, r *record) {
 		}
 		b := n.pending[k]
 		if b == nil {
-			b = &backupRec{parts: r.parts, gen: r.gen, shards: map[int][]write{}, sess: s, at: time.Now()}
+			b = &backupRec{info: r.info, shards: map[int][]write{}, sess: s, at: time.Now()}
 			n.pending[k] = b
 		}
 		b.shards[r.shard] = copyWrites(r.writes)

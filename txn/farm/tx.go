@@ -36,7 +36,8 @@ type writeEnt struct {
 type Tx struct {
 	db     *DB
 	ctx    context.Context
-	gen    uint32 // the client's connection generation at Begin
+	conns  []*conn // at Commit: the connection to each node the commit uses (nil: none)
+	info   txInfo  // at Commit: the shards written, the sessions used
 	seq    uint64 // the transaction's number, once Commit gave it one
 	reads  map[string]*readEnt
 	writes map[string]*writeEnt
