@@ -78,7 +78,7 @@ type DB struct {
 	id     uint64 // this coordinator's id at the nodes
 	seq    atomic.Uint64
 	conns  []atomic.Pointer[conn]
-	locs   sync.Map // key string → slot int: where a key lives in its primary's table (keys never move)
+	locs   sync.Map      // key string → slot int: where a key lives in its primary's table (keys never move)
 	failed atomic.Uint64 // connections lost so far: the others are probed before their next commit
 	stats  counters
 

@@ -51,19 +51,19 @@ func (s *slot) sge(off, n int) verbs.SGE {
 // requests) for MethodOpen and LOCK, one-sided READs of the node's
 // tables, and WRITEs into the client's log ring there.
 type conn struct {
-	db   *DB
-	idx  int
-	sid  uint32 // the connection's session id at the node
+	db  *DB
+	idx int
+	sid uint32 // the connection's session id at the node
 	// checked is db.failed when the connection was last known good: a
 	// commit probes it first when another failed since (recovery fences a
 	// coordinator's connections to several nodes at once).
 	checked atomic.Uint64
-	cm   *cm.Conn
-	cq   verbs.CQ
-	rpc  *rpc.Client
-	mr   verbs.MR
-	tag  verbs.Tag
-	size int // a slot's bytes
+	cm      *cm.Conn
+	cq      verbs.CQ
+	rpc     *rpc.Client
+	mr      verbs.MR
+	tag     verbs.Tag
+	size    int // a slot's bytes
 
 	tables   uint64
 	tableKey uint32

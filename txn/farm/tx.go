@@ -38,7 +38,7 @@ type Tx struct {
 	ctx    context.Context
 	conns  []*conn // at Commit: the connection to each node the commit uses (nil: none)
 	info   txInfo  // at Commit: the shards written, the sessions used
-	seq    uint64 // the transaction's number, once Commit gave it one
+	seq    uint64  // the transaction's number, once Commit gave it one
 	reads  map[string]*readEnt
 	writes map[string]*writeEnt
 	done   bool
