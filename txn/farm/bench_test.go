@@ -1,8 +1,6 @@
 package farm_test
 
 import (
-	"fmt"
-	"strconv"
 	"testing"
 
 	"github.com/rdmakit/rdmakit/txn"
@@ -40,5 +38,4 @@ func BenchmarkTransfer(b *testing.B) {
 	n := float64(st.Commits - before.Commits)
 	b.ReportMetric(float64(st.RoundTrips()-before.RoundTrips())/n, "trips/txn")
 	b.ReportMetric(float64(st.RPCs-before.RPCs)/n, "rpcs/txn")
-	_ = fmt.Sprint(strconv.Itoa(0))
 }

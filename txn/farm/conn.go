@@ -136,7 +136,7 @@ func (c *conn) open(ctx context.Context, create *Layout) (Layout, error) {
 	c.logsKey, c.ringAddr = binary.LittleEndian.Uint32(resp[12:]), binary.LittleEndian.Uint64(resp[16:])
 	c.ring = ringWriter{size: int(binary.LittleEndian.Uint32(resp[24:]))}
 	c.sid = binary.LittleEndian.Uint32(resp[28:])
-	c.size = max(MaxProbe*l.SlotSize(), c.db.cfg.MaxMessage+64)
+	c.size = max((MaxProbe-FirstProbe)*l.SlotSize(), c.db.cfg.MaxMessage+64)
 	n := c.db.cfg.Slots
 	if c.mr, err = c.db.pd.AllocMR(n*c.size, verbs.AccessLocalWrite); err != nil {
 		return Layout{}, err

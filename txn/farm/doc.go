@@ -50,8 +50,9 @@
 //
 // # A transaction and its round trips
 //
-//   - Get: one READ of the key's primary: the cached slot, or the whole
-//     window. A torn READ (its CRC fails) is read again; a locked object
+//   - Get: one READ of the key's primary: the cached slot, or the first
+//     FirstProbe (4) slots of its window, and a second READ of the rest of
+//     the window (MaxProbe, 32 slots) when those hold other keys. A torn READ (its CRC fails) is read again; a locked object
 //     is read again after a pause (its writer may have committed and not
 //     installed yet), up to 20 ms, then the transaction aborts. Put
 //     buffers; Insert and Delete read first (ErrExists, ErrNotFound at

@@ -36,7 +36,10 @@ const (
 	DefaultBuckets = 4096
 	// MaxProbe is how far from its home slot a key may live (bounded
 	// linear probing): a lookup READs at most this many slots at once.
-	MaxProbe = 8
+	MaxProbe = 32
+	// FirstProbe is how many slots of its window a lookup READs first;
+	// the rest only when those hold other keys (rare below half load).
+	FirstProbe = 4
 )
 
 // ErrLayout: a layout the nodes cannot hold, or two layouts that differ.

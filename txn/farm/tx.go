@@ -166,8 +166,9 @@ func (t *Tx) usable(key, value []byte) error {
 }
 
 // read returns key's read entry, READing the key's primary the first
-// time: the slot the client knows the key in, or else the key's whole
-// window (one READ either way). A torn object is read again.
+// time: the slot the client knows the key in, or else the first
+// FirstProbe slots of the key's window, and the rest of the window when
+// they all hold other keys. A torn object is read again.
 func (t *Tx) read(key []byte) (*readEnt, error) {
 	if r := t.reads[string(key)]; r != nil {
 		return r, nil
@@ -179,9 +180,10 @@ func (t *Tx) read(key []byte) (*readEnt, error) {
 	if err != nil {
 		return nil, readErr(key, err)
 	}
-	size := l.SlotSize()
-	first, count := l.home(txn.Hash(key)), MaxProbe
-	if v, ok := db.locs.Load(string(key)); ok {
+	size, home := l.SlotSize(), l.home(txn.Hash(key))
+	first, count := home, FirstProbe
+	v, cached := db.locs.Load(string(key))
+	if cached {
 		first, count = v.(int), 1
 	}
 	var buf []byte
@@ -199,9 +201,18 @@ func (t *Tx) read(key []byte) (*readEnt, error) {
 			runtime.Gosched()
 			continue
 		}
-		if r == nil { // the known slot holds no such key: cannot happen, keys never move; read the window
-			first, count = l.home(txn.Hash(key)), MaxProbe
+		switch {
+		case r == nil && cached:
+			// The known slot holds another key: cannot happen (keys
+			// never move); look again from home.
+			first, count, cached = home, FirstProbe, false
 			continue
+		case r == nil && first+count < home+MaxProbe: // the rest of the window
+			first, count = first+count, home+MaxProbe-first-count
+			torn = 0
+			continue
+		case r == nil: // the whole window holds other keys: key can never exist
+			r = &readEnt{slot: -1}
 		}
 		if r.locked {
 			// A writer holds it: it may have committed and not installed
@@ -240,7 +251,7 @@ func readErr(key []byte, err error) error {
 
 // scan looks for key in count slots READ from slot first on; ok false
 // means a slot was torn. It returns nil when the slots end without
-// deciding (a single known slot that holds another key).
+// deciding (all hold other keys).
 func scan(buf, key []byte, first, count, size, valueSize int) (*readEnt, bool) {
 	for i := range count {
 		o, ok := decodeSlot(buf[i*size:(i+1)*size], valueSize)
@@ -254,8 +265,5 @@ func scan(buf, key []byte, first, count, size, valueSize int) (*readEnt, bool) {
 			return &readEnt{slot: first + i, version: o.version(), present: o.present, locked: o.locked(), value: bytes.Clone(o.value)}, true
 		}
 	}
-	if count < MaxProbe {
-		return nil, true
-	}
-	return &readEnt{slot: -1}, true
+	return nil, true
 }
