@@ -155,16 +155,34 @@
 // txn.Run retries) while the client reconnects in the background.
 //
 // Not implemented: primary failover. A node's loss stops the shards it
-// is primary of (their transactions fail with ErrUnreachable) until it
-// comes back, and it comes back empty. Failover would promote shard s's
-// first backup, which already holds every committed write of s applied
-// or pending (a committed transaction's COMMIT-BACKUP records are at
-// every backup); the membership (which node is primary of which shard,
-// in a configuration with an epoch) would be held in go.etcd.io/raft/v3
-// among the nodes, nodes would refuse records and LOCKs of an older
-// epoch, and the new primary would recover the pending transactions with
-// the rule above (taking the lost primary's locks as held) before
-// serving.
+// is primary of (their transactions fail with ErrUnreachable, the others
+// go on) until it comes back, and it comes back empty. The layout leaves
+// room for it: shard s's first backup already holds every committed
+// write of s, applied or pending (a committed transaction's
+// COMMIT-BACKUP records are at every backup), in a copy clients can READ
+// at a known offset. What failover takes:
+//
+//   - a configuration ⟨epoch, primary of each shard⟩ held by
+//     go.etcd.io/raft/v3 among the nodes (a Ready loop, MemoryStorage,
+//     messages over the node-to-node RPC connections); a node that finds
+//     a primary silent for a lease proposes the next epoch with that
+//     shard's first live backup as its primary;
+//   - reconfiguration stops the world, as FaRM's does: at the new epoch
+//     every node fences every client connection (a transaction under way
+//     may have locked at the lost primary, whose lock table is gone), and
+//     recovers every transaction with backup records, asking only the
+//     live nodes (the decision reads backups only, so the lost primary is
+//     not needed);
+//   - a shard left without backup (F = 1 after a loss) must still have a
+//     decision log: its COMMIT-BACKUP record goes to the primary's own
+//     ring (else "every backup holds its record" is vacuous and recovery
+//     would commit a transaction whose validation failed);
+//   - clients learn the epoch and the primaries from MethodOpen, route
+//     READs, LOCKs and records by them, and redial on a fenced connection;
+//     nodes refuse LOCKs and records of an older epoch;
+//   - a test that kills a primary under transfers and checks that every
+//     commit reported before the kill is there and the history is
+//     serializable.
 //
 // # Serving and connecting
 //
