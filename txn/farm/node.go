@@ -34,6 +34,7 @@ const (
 	DefaultLogSize    = 1 << 20
 	DefaultLease      = 500 * time.Millisecond
 	DefaultMaxMessage = 64 << 10
+	DefaultPollIdle   = 50 * time.Microsecond
 )
 
 // NodeConfig configures a node.
@@ -59,6 +60,10 @@ type NodeConfig struct {
 	// Token is the other nodes' token, presented when this node dials
 	// them during recovery.
 	Token string
+	// PollIdle bounds the pause of the node's log poller when its rings
+	// are idle (default DefaultPollIdle): the longest a COMMIT-PRIMARY
+	// record waits for the CPU, holding its locks, on an idle node.
+	PollIdle time.Duration
 	// Logger receives recovery logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -79,6 +84,9 @@ func (c *NodeConfig) defaults() {
 	}
 	if c.Remember <= 0 {
 		c.Remember = 20 * c.Lease
+	}
+	if c.PollIdle <= 0 {
+		c.PollIdle = DefaultPollIdle
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -12,7 +12,7 @@ import (
 // until the node closes; idle, it backs off (idler).
 func (n *Node) poll() {
 	defer n.wg.Done()
-	var idle idler
+	idle := idler{max: n.cfg.PollIdle}
 	for n.ctx.Err() == nil {
 		t0 := time.Now()
 		n.mu.Lock()
@@ -91,6 +91,7 @@ func quiesce(mr verbs.MR) {
 // little CPU and never starves another on a small machine.
 type idler struct {
 	n     int
+	max   time.Duration // the longest pause
 	timer *time.Timer
 }
 
@@ -98,7 +99,6 @@ const (
 	idleSpin  = 16
 	idleYield = 128
 	idleMin   = 2 * time.Microsecond
-	idleMax   = 200 * time.Microsecond
 )
 
 func (d *idler) reset() { d.n = 0 }
@@ -112,7 +112,7 @@ func (d *idler) wait(ctx context.Context) {
 		runtime.Gosched()
 		return
 	}
-	sleep := min(idleMin<<min(d.n-idleYield, 7), idleMax)
+	sleep := min(idleMin<<min(d.n-idleYield, 7), d.max)
 	if d.timer == nil {
 		d.timer = time.NewTimer(sleep)
 	} else {
