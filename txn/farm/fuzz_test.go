@@ -3,7 +3,10 @@ package farm
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
+
+	"github.com/rdmakit/rdmakit/txn"
 )
 
 // TestRecordRoundTrip: what appendRecord encodes, parseRecord decodes.
@@ -140,4 +143,25 @@ func FuzzRing(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHomesSpread: a shard's keys use all of its table's homes, whatever
+// the table size's factors in common with the shard count.
+func TestHomesSpread(t *testing.T) {
+	for _, buckets := range []int{1 << 14, 16353 + MaxProbe - 1, 3 * 1000} {
+		l := Layout{Nodes: []string{"a", "b", "c"}, Buckets: buckets}
+		used := map[int]bool{}
+		n := 0
+		for i := 0; n < 4*buckets; i++ {
+			k := []byte(fmt.Sprintf("key/%d", i))
+			if txn.Shard(k, 3) != 1 {
+				continue
+			}
+			n++
+			used[l.home(txn.Hash(k))] = true
+		}
+		if want := (buckets - MaxProbe + 1) * 9 / 10; len(used) < want {
+			t.Fatalf("%d buckets: %d homes used by %d keys of one shard, want %d", buckets, len(used), n, want)
+		}
+	}
 }

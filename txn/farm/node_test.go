@@ -39,7 +39,7 @@ func testNode(t testing.TB) (*Node, *session) {
 	if _, err := n.create(append(l.marshal(), 0), nil); err != nil {
 		t.Fatal(err)
 	}
-	s := &session{n: n, ringIdx: -1}
+	s := &session{n: n}
 	resp := make([]byte, 1024)
 	if _, err := n.open(s, binary.LittleEndian.AppendUint64(nil, 42), resp); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"unsafe"
 )
 
-// A log is a ring in a node's logs region that one client (coordinator)
+// A log is a ring, a region of its own at a node, that one client (coordinator)
 // WRITEs and the node's CPU reads. Positions are absolute byte counts
 // (u64, never wrapping); a position p lies at offset p mod size of the
 // ring's data, in lap p / size.
@@ -43,7 +43,7 @@ func ringData(ring []byte) []byte { return ring[ringHead:] }
 
 // ringReader is the node's side of one ring.
 type ringReader struct {
-	ring []byte // ringHead + size bytes in the logs region
+	ring []byte // ringHead + size bytes: the ring's region
 	size int
 	pos  uint64 // next record's position
 }

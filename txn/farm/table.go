@@ -276,7 +276,9 @@ func (n *Node) stopSession(s *session) {
 	if s.qp != nil {
 		_ = s.qp.Modify(verbsError)
 	}
-	quiesce(n.logs)
+	if s.ringMR != nil {
+		quiesce(s.ringMR)
+	}
 	n.takeRecords(s)
 	s.fenced = true
 }
