@@ -45,7 +45,7 @@
 // the client may WRITE (and READ the consumed word of) (ring.go), into which that client, as coordinator,
 // WRITEs COMMIT-BACKUP, COMMIT-PRIMARY, abort and truncation records
 // (record.go). The node's CPU polls the rings, takes the records in
-// order, and publishes how far it got; a coordinator READs that only
+// order, zeroes them, and publishes how far it got; a coordinator READs that only
 // when its own count says the ring is full.
 //
 // # A transaction and its round trips

@@ -165,3 +165,41 @@ func TestHomesSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestRingStaleBodies: where the writer has not written in this lap the
+// reader finds no record, even when the old lap's bodies there hold
+// words that look like this lap's headers.
+func TestRingStaleBodies(t *testing.T) {
+	const size = 256
+	ring := make([]byte, ringHead+size)
+	rd := ringReader{ring: ring, size: size}
+	w := ringWriter{size: size}
+	body := make([]byte, 56)
+	for i := 0; i < len(body); i += 8 { // a 24-byte record of lap 1, if read as a header
+		binary.LittleEndian.PutUint64(body[i:], recordHeader(24, size, size))
+	}
+	put := func(b []byte) {
+		length := (recHeader + len(b) + 7) &^ 7
+		pos, _, _, _, ok := w.reserve(length)
+		if !ok {
+			t.Fatal("no room")
+		}
+		copy(ringData(ring)[pos%size+recHeader:], b)
+		w.putHeader(ringData(ring)[pos%size:], length, pos)
+	}
+	for range size / 64 { // lap 0: four records of old bodies
+		put(body)
+		if _, ok := rd.next(); !ok {
+			t.Fatal("a lap-0 record not read")
+		}
+	}
+	rd.done()
+	w.consumed = binary.LittleEndian.Uint64(ring)
+	put(make([]byte, 16)) // lap 1: one 24-byte record at offset 0
+	if _, ok := rd.next(); !ok {
+		t.Fatal("the lap-1 record not read")
+	}
+	if b, ok := rd.next(); ok {
+		t.Fatalf("a record read where none was written in this lap: %x", b)
+	}
+}

@@ -2,6 +2,7 @@ package farm_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ func TestWorkloadsLong(t *testing.T) {
 	t.Run("SmallBank", func(t *testing.T) {
 		sb := &workload.SmallBank{Accounts: 10000, HotAccounts: 1000}
 		b := newBedWith(t, 3, farm.NodeConfig{MaxClients: 32})
-		b.layout.Buckets, b.layout.ValueSize = 1<<14, 64
+		b.layout.Buckets, b.layout.ValueSize = 1<<16, 64
 		db := b.db()
 		res := longRun(t, db, d, sb, sb.Load)
 		if err := sb.CheckMoney(tctx(t), db, res); err != nil {
@@ -66,6 +67,22 @@ func longRun[O any](t *testing.T, db *farm.DB, d time.Duration, w workload.TxnWo
 		t.Fatalf("%d failed (first: %v)", res.Failed, res.FirstErr)
 	}
 	if err := h.Check(); err != nil {
+		var re *check.ReadError
+		var we *check.WriteError
+		key := ""
+		if errors.As(err, &re) {
+			key = re.Key
+		} else if errors.As(err, &we) {
+			key = we.Key
+		}
+		for i, tx := range h.Txns() {
+			for _, a := range append(append([]txn.Access{}, tx.Reads...), tx.Writes...) {
+				if a.Key == key {
+					t.Logf("T%d: reads %v writes %v", i, tx.Reads, tx.Writes)
+					break
+				}
+			}
+		}
 		t.Fatalf("%d transactions: %v", h.Len(), err)
 	}
 	c := float64(st.Commits - before.Commits)
@@ -75,4 +92,3 @@ func longRun[O any](t *testing.T, db *farm.DB, d time.Duration, w workload.TxnWo
 		float64(st.RPCs-before.RPCs)/c, h.Len())
 	return res
 }
-

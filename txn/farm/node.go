@@ -107,7 +107,7 @@ type Node struct {
 	pd  verbs.PD
 	log *slog.Logger
 
-	rings    chan struct{} // a token per log ring the node may still give
+	rings chan struct{} // a token per log ring the node may still give
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
@@ -323,13 +323,13 @@ type session struct {
 	conn *rpc.ServerConn
 
 	// Under n.mu.
-	qp      verbs.QP
-	client  uint64
-	id      uint32 // the session's id at the node (from 1)
-	ringMR  verbs.MR // the client's log ring (after MethodOpen)
-	ring    *ringReader
-	fenced  bool      // no record of its ring is taken any more
-	closed  time.Time // when the connection ended (zero while it lasts)
+	qp     verbs.QP
+	client uint64
+	id     uint32   // the session's id at the node (from 1)
+	ringMR verbs.MR // the client's log ring (after MethodOpen)
+	ring   *ringReader
+	fenced bool      // no record of its ring is taken any more
+	closed time.Time // when the connection ended (zero while it lasts)
 }
 
 // Options implements memnode.Session.
