@@ -162,3 +162,25 @@ func TestAppliedSetAges(t *testing.T) {
 		t.Fatal("remembered after twice keep")
 	}
 }
+
+// TestBadRecordFences: a record that does not decode ends its client's
+// connection; nothing after it is taken.
+func TestBadRecordFences(t *testing.T) {
+	n, s := testNode(t)
+	w := ringWriter{size: s.ring.size}
+	put := func(body []byte) {
+		length := (recHeader + len(body) + 7) &^ 7
+		pos, _, _, _, _ := w.reserve(length)
+		copy(ringData(s.ring.ring)[pos%uint64(w.size)+recHeader:], body)
+		w.putHeader(ringData(s.ring.ring)[pos%uint64(w.size):], length, pos)
+	}
+	put(make([]byte, 24)) // kind 0: not a record
+	put(appendRecord(nil, &record{kind: recAbort, seq: 1}))
+	n.mu.Lock()
+	took := n.takeRecords(s)
+	fenced := s.fenced
+	n.mu.Unlock()
+	if took != 1 || !fenced {
+		t.Fatalf("took %d records, fenced %v: want the bad one only, and the session fenced", took, fenced)
+	}
+}
