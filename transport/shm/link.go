@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"runtime"
 	"sync"
@@ -512,6 +513,7 @@ func (l *link) fail(err error) {
 	l.once.Do(func() {
 		l.dead.Store(true)
 		l.deadErr = err
+		slog.Info("shm: link failed", "device", l.d.node.Address(), "peer", l.address, "err", err)
 		if l.cancel != nil {
 			l.cancel()
 		}
@@ -549,4 +551,16 @@ func (l *link) fail(err error) {
 		l.pmu.Unlock()
 		l.use.Unlock()
 	})
+}
+
+// DebugState describes the link for nic.DumpQPs: its response batches,
+// when Progressed last saw them move, what is in flight and whether an
+// answer waits.
+func (l *link) DebugState() string {
+	l.pmuSeen.Lock()
+	seen, at := l.seen, l.seenAt
+	l.pmuSeen.Unlock()
+	return fmt.Sprintf("recvd %d (seen %d, %v ago), in flight %d, acked to %d, released %d, answer waiting %v, ready %v, dead %v",
+		l.recvd.Load(), seen, time.Since(at).Round(time.Millisecond), l.inflight.tail.Load()-l.inflight.head.Load(),
+		l.ackedTo.Load(), l.rings.req.Released(), l.rings.resp.Pending(), l.ready(), l.dead.Load())
 }
