@@ -368,7 +368,10 @@ func (n *Node) Expire() {
 			continue
 		}
 		q.mu.Lock()
-		if l := q.conn.destLink; l != nil && q.retx.lost(q.send.sq.head, &n.ticks, q.conn.retryBudget, l.Progressed) {
+		// Overdue, and lost whatever the link does, or on a link silent
+		// for the budget (asked last: Progressed may take locks).
+		if l := q.conn.destLink; l != nil && q.retx.overdue(q.send.sq.head, &n.ticks, q.conn.retryBudget) &&
+			(q.retx.lostAnyway(&n.ticks, q.conn.retryBudget) || !l.Progressed(q.conn.retryBudget)) {
 			q.failFrontLocked(verbs.StatusRetryExcErr)
 		}
 		q.mu.Unlock()

@@ -93,13 +93,9 @@ func (r *retx) stop() { r.hold, r.dropped = false, false }
 // is gone), which RC's per-QP retry timer finds.
 const lostAfter = 4
 
-// lost reports whether the oldest request on the wire is to fail now:
-// overdue, and dropped by the responder, or overdue lostAfter times over,
-// or on a link that made no progress for the budget (silent, by
-// progressed, which is asked last: it may take locks).
-func (r *retx) lost(head uint64, t *ticks, budget time.Duration, progressed func(time.Duration) bool) bool {
-	if !r.overdue(head, t, budget) {
-		return false
-	}
-	return r.dropped || t.age(r.since) > lostAfter*budget || !progressed(budget)
+// lostAnyway reports whether the oldest request on the wire, overdue, is
+// lost even on a link that moves other QPs' answers: the responder said
+// it dropped it, or it waited lostAfter budgets.
+func (r *retx) lostAnyway(t *ticks, budget time.Duration) bool {
+	return r.dropped || t.age(r.since) > lostAfter*budget
 }
