@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/transport/shm"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -84,4 +85,25 @@ func TestRequestToGoneQPFailsOnBusyLink(t *testing.T) {
 		t.Fatal("the busy pair moved nothing: the link was not busy")
 	}
 	t.Logf("failed after %v while the busy pair had %d answers", took, answered.Load())
+}
+
+// TestAnswerBeforeTracking: the device may answer a request the moment it
+// is published, and another goroutine may poll the link then; the link
+// must already track the request (it once took the link down: "an answer
+// to no request", a node losing every client of a device).
+func TestAnswerBeforeTracking(t *testing.T) {
+	a, b := mustEndpoint(t, 4096), mustEndpoint(t, 4096)
+	connectPair(t, a, b)
+	deaths, undo := shm.PollEachAnswerAtPublish()
+	defer undo()
+	for i := range 20 {
+		// 0-byte READs always travel the ring and are always answered.
+		wc, err := postWait(a.qp, a.cq, verbs.SendWR{Opcode: verbs.OpRead})
+		if err != nil || wc.Status != verbs.StatusSuccess {
+			t.Fatalf("READ %d: %v %v", i, wc.Status, err)
+		}
+	}
+	if n := deaths(); n > 0 {
+		t.Fatalf("the link died in %d polls that found an answer at publish time", n)
+	}
 }

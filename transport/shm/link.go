@@ -79,6 +79,10 @@ type mapping struct {
 
 var _ nic.DirectLink = (*link)(nil)
 
+// afterPublish, when set (by a test, before any link exists), runs in
+// Append right after a request is published on the ring.
+var afterPublish func(*link)
+
 // Address implements nic.Link.
 func (l *link) Address() string { return l.address }
 
@@ -110,9 +114,17 @@ func (l *link) Append(r *nic.Request) error {
 		return err
 	}
 	wire.AppendRequest(b[:0], r)
-	l.rings.req.Commit()
 	if !r.Datagram {
-		l.inflight.push(inflight{end: l.rings.req.Committed(), qpn: r.SrcQPN, epoch: r.Epoch, seq: r.Seq, implicit: implicitAck(r)})
+		// Tracked before it is published: the device may answer it at
+		// once, and a poll that found the answer with nothing in flight
+		// would take the link down ("an answer to no request": kv-peers
+		// lost a node's link to a client that way, its Append preempted
+		// between the two).
+		l.inflight.push(inflight{end: l.rings.req.CommitEnd(), qpn: r.SrcQPN, epoch: r.Epoch, seq: r.Seq, implicit: implicitAck(r)})
+	}
+	l.rings.req.Commit()
+	if h := afterPublish; h != nil {
+		h(l)
 	}
 	l.pmu.Unlock()
 	return nil
