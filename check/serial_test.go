@@ -137,7 +137,10 @@ func TestSerialHistory(t *testing.T) {
 // TestLongCycle: a cycle through many transactions is found with the
 // explicit stack and reported whole.
 func TestLongCycle(t *testing.T) {
-	const n = 200_000
+	n := 200_000
+	if raceEnabled {
+		n = 20_000
+	}
 	h := make([]Txn, n)
 	for i := range h {
 		k := "k" + strconv.Itoa(i)
@@ -191,7 +194,10 @@ func TestMillionSerial(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a million transactions")
 	}
-	const n, keys = 1_000_000, 100_000
+	n, keys := 1_000_000, 100_000
+	if raceEnabled {
+		n, keys = 100_000, 10_000
+	}
 	r := rand.New(rand.NewPCG(1, 2))
 	names := make([]string, keys)
 	for i := range names {
