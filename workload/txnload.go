@@ -54,8 +54,11 @@ func (cfg TxnLoad) load(ctx context.Context, db txn.DB, n, batch int, put func(t
 			r := rand.New(rand.NewSource(seed))
 			for {
 				first := int(next.Add(int64(batch))) - batch
-				if first >= n || ctx.Err() != nil {
-					errs[t] = ctx.Err()
+				if first >= n {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[t] = fmt.Errorf("workload: loading: %w", err)
 					return
 				}
 				last := min(first+batch, n)
