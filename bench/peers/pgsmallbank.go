@@ -1,0 +1,261 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rdmakit/rdmakit/workload"
+)
+
+// PGSmallBank is SmallBank on PostgreSQL as its users write it: the
+// tables accounts (custid → name), savings and checking (custid →
+// balance, in cents), and each of the six transactions in SQL at
+// SERIALIZABLE isolation on a PGTxn, running the same operations
+// (workload.SmallBankOp) the workload draws for rdmakit's protocols.
+type PGSmallBank struct {
+	db *PGTxn
+	w  *workload.SmallBank
+}
+
+// ErrPGMissingRow is wrapped by the error of a transaction that did not
+// find a row its workload loaded (a customer id out of the population,
+// or tables not loaded).
+var ErrPGMissingRow = errors.New("postgres: row missing")
+
+// ErrMoneyNotConserved is wrapped by CheckMoney's error when the bank's
+// total is not the money loaded plus the committed transactions' deltas.
+var ErrMoneyNotConserved = errors.New("smallbank: money not conserved")
+
+// smallBankSchema makes the tables, without their foreign keys (added
+// after loading, as a bulk load does).
+var smallBankSchema = []string{
+	"DROP TABLE IF EXISTS checking, savings, accounts",
+	"CREATE TABLE accounts (custid bigint PRIMARY KEY, name varchar(64) NOT NULL)",
+	"CREATE TABLE savings (custid bigint PRIMARY KEY, bal bigint NOT NULL)",
+	"CREATE TABLE checking (custid bigint PRIMARY KEY, bal bigint NOT NULL)",
+}
+
+// smallBankKeys are the foreign keys and statistics, after loading.
+var smallBankKeys = []string{
+	"ALTER TABLE savings ADD FOREIGN KEY (custid) REFERENCES accounts",
+	"ALTER TABLE checking ADD FOREIGN KEY (custid) REFERENCES accounts",
+	"ANALYZE accounts, savings, checking",
+}
+
+// sbWriteCheckPenalty is WriteCheck's penalty in cents, as the workload
+// takes it (it does not export it; TestPGSmallBankLikeForLike compares).
+const sbWriteCheckPenalty = 1
+
+// SmallBank's statements.
+const (
+	sbBalances = "SELECT s.bal, c.bal FROM savings s JOIN checking c ON c.custid = s.custid WHERE s.custid = $1"
+	sbChecking = "SELECT bal FROM checking WHERE custid = $1"
+	sbAddChk   = "UPDATE checking SET bal = bal + $2 WHERE custid = $1"
+	sbAddSav   = "UPDATE savings SET bal = bal + $2 WHERE custid = $1"
+	sbZeroChk  = "UPDATE checking SET bal = 0 WHERE custid = $1"
+	sbZeroSav  = "UPDATE savings SET bal = 0 WHERE custid = $1"
+)
+
+// LoadPGSmallBank makes SmallBank's tables on db's server (dropping
+// earlier ones) and loads w's population with COPY: every customer with
+// w.Initial() in savings and in checking.
+func LoadPGSmallBank(ctx context.Context, db *PGTxn, w *workload.SmallBank) (*PGSmallBank, error) {
+	if err := execAll(ctx, db, smallBankSchema); err != nil {
+		return nil, fmt.Errorf("smallbank: schema: %w", err)
+	}
+	n := w.NumAccounts()
+	tables := []struct {
+		name string
+		cols []string
+		row  func(id int64) []any
+	}{
+		{"accounts", []string{"custid", "name"}, func(id int64) []any { return []any{id, string(workload.AccountName(uint64(id)))} }},
+		{"savings", []string{"custid", "bal"}, func(id int64) []any { return []any{id, w.Initial()} }},
+		{"checking", []string{"custid", "bal"}, func(id int64) []any { return []any{id, w.Initial()} }},
+	}
+	for _, t := range tables {
+		rows := pgx.CopyFromSlice(n, func(i int) ([]any, error) { return t.row(int64(i)), nil })
+		got, err := db.pool.CopyFrom(ctx, pgx.Identifier{t.name}, t.cols, rows)
+		if err != nil {
+			return nil, fmt.Errorf("smallbank: copy %s: %w", t.name, err)
+		}
+		if got != int64(n) {
+			return nil, fmt.Errorf("smallbank: copy %s: %d rows of %d", t.name, got, n)
+		}
+	}
+	if err := execAll(ctx, db, smallBankKeys); err != nil {
+		return nil, fmt.Errorf("smallbank: keys: %w", err)
+	}
+	return &PGSmallBank{db: db, w: w}, nil
+}
+
+// execAll runs statements one after the other outside transactions.
+func execAll(ctx context.Context, db *PGTxn, stmts []string) error {
+	for _, s := range stmts {
+		if _, err := db.pool.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// Exec runs op in a SERIALIZABLE transaction, again while the server
+// aborts it, and returns the money it added to the bank (as
+// workload.SmallBank's Exec: negative when taken out). A SendPayment
+// without the funds is rolled back and returns an error wrapping
+// workload.ErrRejected.
+func (b *PGSmallBank) Exec(ctx context.Context, op workload.SmallBankOp) (int64, error) {
+	if op.Kind > workload.WriteCheck || op.Amount < 0 || (op.Kind == workload.Amalgamate || op.Kind == workload.SendPayment) && op.Cust1 == op.Cust2 {
+		return 0, fmt.Errorf("smallbank: operation %+v is not one the workload draws", op)
+	}
+	c1, c2 := int64(op.Cust1), int64(op.Cust2)
+	var delta int64
+	err := b.db.run(ctx, op.Kind == workload.Balance, func(tx pgx.Tx) error {
+		delta = 0
+		switch op.Kind {
+		case workload.Amalgamate:
+			return amalgamateSQL(ctx, tx, c1, c2)
+		case workload.Balance:
+			_, _, err := balancesSQL(ctx, tx, c1)
+			return err
+		case workload.DepositChecking:
+			delta = op.Amount
+			return execBatch(ctx, tx, st(sbAddChk, c1, op.Amount))
+		case workload.SendPayment:
+			return sendPaymentSQL(ctx, tx, c1, c2, op.Amount)
+		case workload.TransactSavings:
+			delta = op.Amount
+			return execBatch(ctx, tx, st(sbAddSav, c1, op.Amount))
+		default: // WriteCheck
+			var err error
+			delta, err = writeCheckSQL(ctx, tx, c1, op.Amount)
+			return err
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("smallbank: %v: %w", op.Kind, err)
+	}
+	return delta, nil
+}
+
+// balancesSQL reads a customer's savings and checking balances.
+func balancesSQL(ctx context.Context, tx pgx.Tx, cust int64) (sav, chk int64, err error) {
+	err = tx.QueryRow(ctx, sbBalances, cust).Scan(&sav, &chk)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = fmt.Errorf("%w: customer %d", ErrPGMissingRow, cust)
+	}
+	return sav, chk, err
+}
+
+// amalgamateSQL moves customer 1's savings and checking into customer
+// 2's checking.
+func amalgamateSQL(ctx context.Context, tx pgx.Tx, c1, c2 int64) error {
+	sav, chk, err := balancesSQL(ctx, tx, c1)
+	if err != nil {
+		return err
+	}
+	return execBatch(ctx, tx, st(sbZeroSav, c1), st(sbZeroChk, c1), st(sbAddChk, c2, sav+chk))
+}
+
+// sendPaymentSQL moves amount between checking balances if the payer
+// has it.
+func sendPaymentSQL(ctx context.Context, tx pgx.Tx, c1, c2, amount int64) error {
+	var chk int64
+	err := tx.QueryRow(ctx, sbChecking, c1).Scan(&chk)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: customer %d", ErrPGMissingRow, c1)
+	}
+	if err != nil {
+		return err
+	}
+	if chk < amount {
+		return fmt.Errorf("%w: checking of %d holds %d, the payment is %d", workload.ErrRejected, c1, chk, amount)
+	}
+	return execBatch(ctx, tx, st(sbAddChk, c1, -amount), st(sbAddChk, c2, amount))
+}
+
+// writeCheckSQL takes amount from checking, and one cent more when
+// savings and checking together hold less, and returns minus what it
+// took.
+func writeCheckSQL(ctx context.Context, tx pgx.Tx, cust, amount int64) (int64, error) {
+	sav, chk, err := balancesSQL(ctx, tx, cust)
+	if err != nil {
+		return 0, err
+	}
+	take := amount
+	if sav+chk < amount {
+		take += sbWriteCheckPenalty
+	}
+	return -take, execBatch(ctx, tx, st(sbAddChk, cust, -take))
+}
+
+// stmt is an SQL statement and its arguments.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// st is the statement sql with args.
+func st(sql string, args ...any) stmt { return stmt{sql, args} }
+
+// execBatch sends statements that each change one row in one round trip
+// (a pgx batch) and fails when one changes none.
+func execBatch(ctx context.Context, tx pgx.Tx, stmts ...stmt) error {
+	if len(stmts) == 1 {
+		tag, err := tx.Exec(ctx, stmts[0].sql, stmts[0].args...)
+		return oneRow(tag.RowsAffected(), err, stmts[0])
+	}
+	b := &pgx.Batch{}
+	for _, s := range stmts {
+		b.Queue(s.sql, s.args...)
+	}
+	res := tx.SendBatch(ctx, b)
+	for _, s := range stmts {
+		tag, err := res.Exec()
+		if err := oneRow(tag.RowsAffected(), err, s); err != nil {
+			res.Close()
+			return err
+		}
+	}
+	return res.Close()
+}
+
+// oneRow returns err, or an error wrapping ErrPGMissingRow when the
+// statement changed no row.
+func oneRow(rows int64, err error, s stmt) error {
+	if err != nil {
+		return err
+	}
+	if rows != 1 {
+		return fmt.Errorf("%w: %q %v changed %d rows", ErrPGMissingRow, s.sql, s.args, rows)
+	}
+	return nil
+}
+
+// Total returns the money in the bank: every savings and checking
+// balance added up.
+func (b *PGSmallBank) Total(ctx context.Context) (int64, error) {
+	var total int64
+	err := b.db.pool.QueryRow(ctx, "SELECT ((SELECT coalesce(sum(bal), 0) FROM savings) + (SELECT coalesce(sum(bal), 0) FROM checking))::bigint").Scan(&total)
+	if err != nil {
+		return 0, fmt.Errorf("smallbank: total: %w", err)
+	}
+	return total, nil
+}
+
+// CheckMoney checks SmallBank's invariant: the bank holds the money
+// loaded plus committed, the sum of the deltas Exec returned for the
+// transactions that committed. Run it when no transaction runs.
+func (b *PGSmallBank) CheckMoney(ctx context.Context, committed int64) error {
+	total, err := b.Total(ctx)
+	if err != nil {
+		return err
+	}
+	if want := b.w.InitialTotal() + committed; total != want {
+		return fmt.Errorf("%w: the bank holds %d, want %d loaded + %d committed = %d", ErrMoneyNotConserved, total, b.w.InitialTotal(), committed, want)
+	}
+	return nil
+}

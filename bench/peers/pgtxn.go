@@ -1,0 +1,155 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rdmakit/rdmakit/workload"
+)
+
+// PGTxn runs transactions on a PostgreSQL server the way an application
+// that needs serializability does: a pool of connections (pgxpool), one
+// per client, each transaction at SERIALIZABLE isolation (PostgreSQL's
+// SSI) in plain SQL statements, run again while the server aborts it
+// with a serialization failure (SQLSTATE 40001) or a deadlock (40P01).
+// Every such abort is counted. It is safe for concurrent use; the
+// workloads' SQL peers (PGSmallBank, PGTATP) run on it.
+type PGTxn struct {
+	pool *pgxpool.Pool
+	st   pgTxnCounters
+}
+
+// pgTxnCounters are PGTxn's counts, updated as transactions end.
+type pgTxnCounters struct {
+	commits, rejected, serialization, deadlocks atomic.Uint64
+}
+
+// PGTxnStats counts what PGTxn's transactions did.
+type PGTxnStats struct {
+	// Commits are the transactions that committed.
+	Commits uint64
+	// Rejected are the transactions rolled back by their own logic
+	// (SmallBank's payment without the funds, TATP's missing rows).
+	Rejected uint64
+	// SerializationFailures are the attempts the server aborted with
+	// SQLSTATE 40001 (then run again).
+	SerializationFailures uint64
+	// Deadlocks are the attempts the server aborted with SQLSTATE 40P01
+	// (then run again).
+	Deadlocks uint64
+}
+
+// Aborts are the attempts the server aborted.
+func (s PGTxnStats) Aborts() uint64 { return s.SerializationFailures + s.Deadlocks }
+
+// SQLSTATEs PGTxn retries.
+const (
+	sqlStateSerialization = "40001"
+	sqlStateDeadlock      = "40P01"
+)
+
+// Bounds of PGTxn's waits between attempts of an aborted transaction:
+// randomized, doubling from the first to the last (a server round trip
+// on a unix socket takes some 20 µs).
+const (
+	pgMinBackoff = 20 * time.Microsecond
+	pgMaxBackoff = 5 * time.Millisecond
+)
+
+// OpenPGTxn opens a pool of conns connections to the server at
+// connString (Postgres.ConnString) and checks that one answers.
+func OpenPGTxn(ctx context.Context, connString string, conns int) (*PGTxn, error) {
+	if conns < 1 {
+		return nil, fmt.Errorf("postgres: a pool of %d connections", conns)
+	}
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	cfg.MaxConns = int32(conns)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return &PGTxn{pool: pool}, nil
+}
+
+// Pool is the connection pool (for loading and checking data).
+func (p *PGTxn) Pool() *pgxpool.Pool { return p.pool }
+
+// Stats returns the counts so far.
+func (p *PGTxn) Stats() PGTxnStats {
+	return PGTxnStats{
+		Commits:               p.st.commits.Load(),
+		Rejected:              p.st.rejected.Load(),
+		SerializationFailures: p.st.serialization.Load(),
+		Deadlocks:             p.st.deadlocks.Load(),
+	}
+}
+
+// Close closes every connection.
+func (p *PGTxn) Close() { p.pool.Close() }
+
+// run runs fn in a SERIALIZABLE transaction (READ ONLY when readOnly)
+// and commits it, again while the server aborts it, until it commits, fn
+// returns another error (the transaction is rolled back; one wrapping
+// workload.ErrRejected is counted as a rejection), or ctx ends.
+func (p *PGTxn) run(ctx context.Context, readOnly bool, fn func(pgx.Tx) error) error {
+	opts := pgx.TxOptions{IsoLevel: pgx.Serializable}
+	if readOnly {
+		opts.AccessMode = pgx.ReadOnly
+	}
+	wait := pgMinBackoff
+	for {
+		err := pgx.BeginTxFunc(ctx, p.pool, opts, fn)
+		switch {
+		case err == nil:
+			p.st.commits.Add(1)
+			return nil
+		case errors.Is(err, workload.ErrRejected):
+			p.st.rejected.Add(1)
+			return err
+		case !p.countAbort(err):
+			return fmt.Errorf("postgres: %w", err)
+		}
+		d := wait/2 + rand.N(wait/2+1)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("postgres: %w (%w)", err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, pgMaxBackoff)
+	}
+}
+
+// countAbort counts err if the server aborted the transaction for a
+// serialization failure or a deadlock, and reports whether it did.
+func (p *PGTxn) countAbort(err error) bool {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case sqlStateSerialization:
+		p.st.serialization.Add(1)
+	case sqlStateDeadlock:
+		p.st.deadlocks.Add(1)
+	default:
+		return false
+	}
+	return true
+}
