@@ -25,10 +25,6 @@ type PGSmallBank struct {
 // or tables not loaded).
 var ErrPGMissingRow = errors.New("postgres: row missing")
 
-// ErrMoneyNotConserved is wrapped by CheckMoney's error when the bank's
-// total is not the money loaded plus the committed transactions' deltas.
-var ErrMoneyNotConserved = errors.New("smallbank: money not conserved")
-
 // smallBankSchema makes the tables, without their foreign keys (added
 // after loading, as a bulk load does).
 var smallBankSchema = []string{
@@ -103,17 +99,18 @@ func execAll(ctx context.Context, db *PGTxn, stmts []string) error {
 }
 
 // Exec runs op in a SERIALIZABLE transaction, again while the server
-// aborts it, and returns the money it added to the bank (as
-// workload.SmallBank's Exec: negative when taken out). A SendPayment
-// without the funds is rolled back and returns an error wrapping
-// workload.ErrRejected.
-func (b *PGSmallBank) Exec(ctx context.Context, op workload.SmallBankOp) (int64, error) {
+// aborts it (each abort counted in s, which may be nil), and returns the
+// money it added to the bank (as workload.SmallBank's Exec: negative
+// when taken out). A SendPayment without the funds is rolled back and
+// returns an error wrapping workload.ErrRejected. Exec is a
+// workload.TxnExec: workload.RunTxnFunc runs it.
+func (b *PGSmallBank) Exec(ctx context.Context, s *workload.TxnSession, op workload.SmallBankOp) (int64, error) {
 	if op.Kind > workload.WriteCheck || op.Amount < 0 || (op.Kind == workload.Amalgamate || op.Kind == workload.SendPayment) && op.Cust1 == op.Cust2 {
 		return 0, fmt.Errorf("smallbank: operation %+v is not one the workload draws", op)
 	}
 	c1, c2 := int64(op.Cust1), int64(op.Cust2)
 	var delta int64
-	err := b.db.run(ctx, op.Kind == workload.Balance, func(tx pgx.Tx) error {
+	err := b.db.run(ctx, s, op.Kind == workload.Balance, func(tx pgx.Tx) error {
 		delta = 0
 		switch op.Kind {
 		case workload.Amalgamate:
@@ -246,16 +243,24 @@ func (b *PGSmallBank) Total(ctx context.Context) (int64, error) {
 	return total, nil
 }
 
-// CheckMoney checks SmallBank's invariant: the bank holds the money
-// loaded plus committed, the sum of the deltas Exec returned for the
-// transactions that committed. Run it when no transaction runs.
-func (b *PGSmallBank) CheckMoney(ctx context.Context, committed int64) error {
+// CheckMoney checks SmallBank's invariant after runs on a freshly loaded
+// bank, as workload.SmallBank.CheckMoney does on a txn.DB: the money in
+// the bank (Total) is the initial total plus the runs' committed deltas
+// (deposits minus withdrawals). It returns a *workload.MoneyError when
+// it does not hold. Run it when no transaction runs.
+func (b *PGSmallBank) CheckMoney(ctx context.Context, runs ...*workload.TxnResult) error {
 	total, err := b.Total(ctx)
 	if err != nil {
 		return err
 	}
-	if want := b.w.InitialTotal() + committed; total != want {
-		return fmt.Errorf("%w: the bank holds %d, want %d loaded + %d committed = %d", ErrMoneyNotConserved, total, b.w.InitialTotal(), committed, want)
+	want := b.w.InitialTotal()
+	var unknown int64
+	for _, r := range runs {
+		want += r.Delta
+		unknown += r.Unknown
+	}
+	if total != want {
+		return &workload.MoneyError{Total: total, Want: want, Unknown: unknown}
 	}
 	return nil
 }

@@ -193,13 +193,14 @@ func sortedKeys[V any](m map[uint8]V) []uint8 {
 // reading ones), again while the server aborts it. The updates, inserts
 // and deletes the specification lets fail (a missing special facility or
 // call forwarding, an existing one) are rolled back and return an error
-// wrapping workload.ErrRejected. The delta is always 0.
-func (t *PGTATP) Exec(ctx context.Context, op workload.TATPOp) (int64, error) {
+// wrapping workload.ErrRejected. The delta is always 0. Aborts are
+// counted in s (nil: none). Exec is a workload.TxnExec.
+func (t *PGTATP) Exec(ctx context.Context, s *workload.TxnSession, op workload.TATPOp) (int64, error) {
 	if op.Kind > workload.DeleteCallForwarding || op.SID == 0 || op.SID > uint64(t.w.NumSubscribers()) {
 		return 0, fmt.Errorf("tatp: operation %+v is not one the workload draws", op)
 	}
 	sid := int32(op.SID)
-	err := t.db.run(ctx, op.Kind.ReadOnly(), func(tx pgx.Tx) error {
+	err := t.db.run(ctx, s, op.Kind.ReadOnly(), func(tx pgx.Tx) error {
 		switch op.Kind {
 		case workload.GetSubscriberData:
 			return getSubscriberSQL(ctx, tx, sid)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/workload"
 )
 
@@ -20,8 +21,11 @@ import (
 // per client, each transaction at SERIALIZABLE isolation (PostgreSQL's
 // SSI) in plain SQL statements, run again while the server aborts it
 // with a serialization failure (SQLSTATE 40001) or a deadlock (40P01).
-// Every such abort is counted. It is safe for concurrent use; the
-// workloads' SQL peers (PGSmallBank, PGTATP) run on it.
+// Every such abort is counted, in PGTxn's Stats and in the session of
+// workload.RunTxnFunc that ran the transaction (40001 as
+// txn.ValidationFailed: SSI found a dangerous structure or a concurrent
+// update; 40P01 as txn.LockConflict). It is safe for concurrent use; the
+// workloads' SQL peers (PGSmallBank, PGTATP, PGYCSBT) run on it.
 type PGTxn struct {
 	pool *pgxpool.Pool
 	st   pgTxnCounters
@@ -105,8 +109,9 @@ func (p *PGTxn) Close() { p.pool.Close() }
 // run runs fn in a SERIALIZABLE transaction (READ ONLY when readOnly)
 // and commits it, again while the server aborts it, until it commits, fn
 // returns another error (the transaction is rolled back; one wrapping
-// workload.ErrRejected is counted as a rejection), or ctx ends.
-func (p *PGTxn) run(ctx context.Context, readOnly bool, fn func(pgx.Tx) error) error {
+// workload.ErrRejected is counted as a rejection), or ctx ends. Aborts
+// are counted in s too (nil: none).
+func (p *PGTxn) run(ctx context.Context, s *workload.TxnSession, readOnly bool, fn func(pgx.Tx) error) error {
 	opts := pgx.TxOptions{IsoLevel: pgx.Serializable}
 	if readOnly {
 		opts.AccessMode = pgx.ReadOnly
@@ -121,7 +126,7 @@ func (p *PGTxn) run(ctx context.Context, readOnly bool, fn func(pgx.Tx) error) e
 		case errors.Is(err, workload.ErrRejected):
 			p.st.rejected.Add(1)
 			return err
-		case !p.countAbort(err):
+		case !p.countAbort(s, err):
 			return fmt.Errorf("postgres: %w", err)
 		}
 		d := wait/2 + rand.N(wait/2+1)
@@ -136,20 +141,27 @@ func (p *PGTxn) run(ctx context.Context, readOnly bool, fn func(pgx.Tx) error) e
 	}
 }
 
-// countAbort counts err if the server aborted the transaction for a
-// serialization failure or a deadlock, and reports whether it did.
-func (p *PGTxn) countAbort(err error) bool {
+// countAbort counts err (in p and in s, if not nil) if the server
+// aborted the transaction for a serialization failure or a deadlock, and
+// reports whether it did.
+func (p *PGTxn) countAbort(s *workload.TxnSession, err error) bool {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return false
 	}
+	var r txn.Reason
 	switch pe.Code {
 	case sqlStateSerialization:
 		p.st.serialization.Add(1)
+		r = txn.ValidationFailed
 	case sqlStateDeadlock:
 		p.st.deadlocks.Add(1)
+		r = txn.LockConflict
 	default:
 		return false
+	}
+	if s != nil {
+		s.Abort(r)
 	}
 	return true
 }
