@@ -27,9 +27,6 @@ func (d *memDB) Begin(ctx context.Context) (txn.Tx, error) {
 
 func (d *memDB) Close() error { return nil }
 
-// load sets key's value outside transactions.
-func (d *memDB) load(key, value []byte) { d.data[string(key)] = value }
-
 // memTx buffers writes (nil: deleted) until Commit.
 type memTx struct {
 	d      *memDB

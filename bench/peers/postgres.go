@@ -64,8 +64,9 @@ const (
 	// postgresStartTimeout bounds initdb and the wait for the server to
 	// accept connections.
 	postgresStartTimeout = 60 * time.Second
-	// postgresStopDelay is how long a server has to end after SIGQUIT
-	// (immediate shutdown: it stops its backends) before it is killed.
+	// postgresStopDelay is how long a server has to end after SIGINT
+	// (fast shutdown: it ends its backends, writes a checkpoint to tmpfs
+	// and removes its shared memory) before it is killed.
 	postgresStopDelay = 5 * time.Second
 	// postgresDirPrefix names the directories StartPostgres makes,
 	// followed by this process's id (see etcdDirPrefix).
@@ -91,7 +92,8 @@ var ErrPostgresStart = errors.New("postgres: start failed")
 // root, both run as the user "postgres" (or "nobody"), who owns the
 // directory. The server is stopped when ctx ends; Stop stops it before
 // and removes the directory. A failed or cancelled start leaves no
-// process and no directory behind. Missing binaries give an error
+// process, no directory and no shared memory behind; one cancelled
+// while initdb runs returns when initdb ends (see start). Missing binaries give an error
 // wrapping ErrNotInstalled.
 func StartPostgres(ctx context.Context, o PostgresOptions) (*Postgres, error) {
 	if o.MaxConnections < 0 || o.MaxConnections > 10000 || o.SharedBufferMB < 0 || o.SharedBufferMB > 1<<20 {
@@ -142,13 +144,21 @@ func (pg *Postgres) start(ctx, startCtx context.Context, base, initdb, server st
 	env := childEnv([]string{"PG", "LC_", "LANG"}, "LC_ALL=C")
 	adjust := asUser(cred, dir)
 	data := filepath.Join(dir, "data")
-	out, err := runGroup(startCtx, initdb, []string{
+	// initdb runs to its end even when ctx ends (it takes well under a
+	// second): its bootstrap backend, interrupted, would leave its
+	// shared memory behind. Only postgresStartTimeout cuts it short.
+	initCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), postgresStartTimeout)
+	defer cancel()
+	out, err := runInit(initCtx, initdb, []string{
 		"-D", data, "-U", postgresRole, "--auth=trust", "--no-sync", "--no-instructions", "-E", "UTF8", "--locale=C",
-	}, env, adjust)
+	}, env, dir, adjust)
 	if err != nil {
 		return fmt.Errorf("%w: initdb: %w: %s", ErrPostgresStart, err, tail(out, 5))
 	}
-	pg.p, err = startProc(ctx, server, postgresArgs(data, dir, o), env, adjust, ownGroup, stopBySIGQUIT)
+	if err := startCtx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrPostgresStart, err)
+	}
+	pg.p, err = startProc(ctx, server, postgresArgs(data, dir, o), env, adjust, stopBySIGINT)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPostgresStart, err)
 	}
@@ -179,6 +189,9 @@ func postgresArgs(data, sockDir string, o PostgresOptions) []string {
 		"log_min_messages=fatal",
 		"logging_collector=off",
 		"huge_pages=off",
+		// Dynamic shared memory in files under the data directory, so
+		// that even a killed server leaves none in /dev/shm.
+		"dynamic_shared_memory_type=mmap",
 	}
 	settings = append(settings, o.Settings...)
 	args := []string{"-D", data}
@@ -214,16 +227,19 @@ func (pg *Postgres) waitReady(ctx context.Context) error {
 // children.
 func (pg *Postgres) Pid() int { return pg.p.cmd.Process.Pid }
 
-// Stop ends the server (immediate shutdown: its backends end with it),
-// waits for it and removes the directory. It may be called more than once.
+// Stop ends the server (fast shutdown: its backends end with it), waits
+// for it and removes the directory. It may be called more than once.
 func (pg *Postgres) Stop() {
 	if pg.p != nil {
 		pg.p.stop()
-		// Backends outlive a postmaster killed after postgresStopDelay
-		// for a moment: end them before their files are removed.
-		killGroup(pg.Pid(), postgresStopDelay)
 	}
 	if pg.Dir != "" {
+		// Backends outlive a server killed after postgresStopDelay: end
+		// them, and remove the shared memory it left, before the files.
+		killProcessesIn(pg.Dir, postgresStopDelay)
+		if pg.p != nil {
+			removeOrphanSegments(pg.Pid())
+		}
 		os.RemoveAll(pg.Dir)
 	}
 }
@@ -302,20 +318,19 @@ func postgresCredential() (*syscall.Credential, string, error) {
 	return nil, "", fmt.Errorf("postgres: running as root and none of the users %s exists (PostgreSQL refuses to run as root)", strings.Join(postgresUsers, ", "))
 }
 
-// runGroup runs bin to completion within ctx as the leader of a process
-// group (adjusted by adjust), then makes sure no process of the group is
-// left (initdb's bootstrap backend outlives a killed initdb), and returns
-// the combined output and Wait's error.
-func runGroup(ctx context.Context, bin string, args, env []string, adjust func(*exec.Cmd)) ([]byte, error) {
+// runInit runs initdb to completion within ctx (adjusted by adjust),
+// then makes sure none of its processes is left in dir (a killed
+// initdb's bootstrap backend outlives it), and returns the combined
+// output and Wait's error.
+func runInit(ctx context.Context, bin string, args, env []string, dir string, adjust func(*exec.Cmd)) ([]byte, error) {
 	out := &syncBuffer{}
 	cmd := command(ctx, bin, args, env, out)
 	adjust(cmd)
-	ownGroup(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, err
+	err := cmd.Run()
+	if cmd.Process != nil {
+		killProcessesIn(dir, postgresStopDelay)
+		removeOrphanSegments(cmd.Process.Pid)
 	}
-	err := cmd.Wait()
-	killGroup(cmd.Process.Pid, postgresStopDelay)
 	if ctx.Err() != nil {
 		err = fmt.Errorf("%w (%w)", ctx.Err(), err)
 	}
@@ -333,10 +348,13 @@ func asUser(cred *syscall.Credential, dir string) func(*exec.Cmd) {
 	}
 }
 
-// stopBySIGQUIT ends the server, when its context ends, by an immediate
-// shutdown (SIGQUIT: it stops its backends and removes its shared
-// memory) and kills it only if it is still there postgresStopDelay later.
-func stopBySIGQUIT(cmd *exec.Cmd) {
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+// stopBySIGINT ends the server, when its context ends, by a fast
+// shutdown (SIGINT) and kills it only if it is still there
+// postgresStopDelay later. An immediate shutdown (SIGQUIT), like a
+// kill, would leave the server's System V interlock segment and its
+// dynamic shared memory behind: PostgreSQL removes them at the next
+// start on the same data directory, which never comes.
+func stopBySIGINT(cmd *exec.Cmd) {
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGINT) }
 	cmd.WaitDelay = postgresStopDelay
 }

@@ -34,36 +34,51 @@ func startPostgres(t *testing.T, o PostgresOptions) *Postgres {
 	return pg
 }
 
-// processesIn returns the processes whose working directory is dir or
-// under it (PostgreSQL's processes work in their data directory), or
-// was before dir was removed.
-func processesIn(dir string) []int {
+// sharedMemory returns the names of the System V shared memory segments
+// ("sysv:SHMID") and of the POSIX ones PostgreSQL makes
+// (/dev/shm/PostgreSQL.*) that exist.
+func sharedMemory() map[string]bool {
+	set := map[string]bool{}
+	if b, err := os.ReadFile("/proc/sysvipc/shm"); err == nil {
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			if f := strings.Fields(l); len(f) > 1 {
+				set["sysv:"+f[1]] = true
+			}
+		}
+	}
+	names, _ := filepath.Glob("/dev/shm/PostgreSQL.*")
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
+}
+
+// assertNoNewSharedMemory fails when shared memory exists that was not
+// in before.
+func assertNoNewSharedMemory(t *testing.T, before map[string]bool) {
+	t.Helper()
+	for n := range sharedMemory() {
+		if !before[n] {
+			t.Errorf("shared memory %s left behind", n)
+		}
+	}
+}
+
+// processesInPrefix returns the running processes whose working
+// directory starts with prefix (or did before it was removed).
+func processesInPrefix(prefix string) []int {
 	var pids []int
 	links, _ := filepath.Glob("/proc/[0-9]*/cwd")
 	for _, l := range links {
 		cwd, err := os.Readlink(l)
-		if err != nil {
+		if err != nil || !strings.HasPrefix(cwd, prefix) {
 			continue
 		}
-		cwd = strings.TrimSuffix(cwd, " (deleted)")
-		if cwd == dir || strings.HasPrefix(cwd, dir+"/") {
-			pid, _ := strconv.Atoi(strings.Split(l, "/")[2])
-			if !zombie(pid) {
-				pids = append(pids, pid)
-			}
+		if pid, err := strconv.Atoi(strings.Split(l, "/")[2]); err == nil && !ended(pid) {
+			pids = append(pids, pid)
 		}
 	}
 	return pids
-}
-
-// zombie reports whether pid has ended and waits for its parent.
-func zombie(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i < 0 || len(b) < i+3 || b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // ourDirs returns the directories StartPostgres made for this process.
@@ -81,9 +96,12 @@ func ourDirs(t *testing.T) []string {
 // process is left.
 func assertNothingLeft(t *testing.T, dirs ...string) {
 	t.Helper()
+	for _, base := range []string{"/dev/shm", os.TempDir()} {
+		dirs = append(dirs, filepath.Join(base, postgresDirPrefix+strconv.Itoa(os.Getpid())+"-"))
+	}
 	for _, d := range dirs {
-		if pids := processesIn(d); len(pids) > 0 {
-			t.Errorf("processes %v left working in %s", pids, d)
+		if pids := processesInPrefix(d); len(pids) > 0 {
+			t.Errorf("processes %v left working in %s…", pids, d)
 		}
 	}
 	if left := ourDirs(t); len(left) > 0 {
@@ -95,6 +113,7 @@ func assertNothingLeft(t *testing.T, dirs ...string) {
 
 func TestPostgresStartStop(t *testing.T) {
 	needPostgres(t)
+	shm := sharedMemory()
 	start := time.Now()
 	pg, err := StartPostgres(t.Context(), PostgresOptions{MaxConnections: 80})
 	if err != nil {
@@ -134,10 +153,11 @@ func TestPostgresStartStop(t *testing.T) {
 	dir := pg.Dir
 	pg.Stop()
 	pg.Stop() // a second Stop is harmless
-	if syscall.Kill(pg.Pid(), 0) == nil && !zombie(pg.Pid()) {
+	if syscall.Kill(pg.Pid(), 0) == nil && !ended(pg.Pid()) {
 		t.Errorf("server %d still runs after Stop", pg.Pid())
 	}
 	assertNothingLeft(t, dir)
+	assertNoNewSharedMemory(t, shm)
 }
 
 func TestPostgresNotInstalled(t *testing.T) {
@@ -181,6 +201,7 @@ func TestPostgresFailedStart(t *testing.T) {
 func TestPostgresCancelledStart(t *testing.T) {
 	needPostgres(t)
 	for _, after := range []time.Duration{0, 100 * time.Millisecond, 400 * time.Millisecond, 700 * time.Millisecond} {
+		shm := sharedMemory()
 		ctx, cancel := context.WithTimeout(t.Context(), after)
 		pg, err := StartPostgres(ctx, PostgresOptions{})
 		cancel()
@@ -190,14 +211,41 @@ func TestPostgresCancelledStart(t *testing.T) {
 			pg.Stop()
 		} else if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("cancelled after %v: %v, want the deadline", after, err)
+		} else {
+			t.Logf("cancelled after %v: %v", after, err)
 		}
 		assertNothingLeft(t)
+		assertNoNewSharedMemory(t, shm)
 	}
+}
+
+// A start whose context ends while it waits for the server to accept
+// connections (each connection made to wait by pre_auth_delay) fails
+// with the context's error, and leaves nothing.
+func TestPostgresCancelledWhileReadying(t *testing.T) {
+	needPostgres(t)
+	shm := sharedMemory()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := StartPostgres(ctx, PostgresOptions{Settings: []string{"pre_auth_delay=30"}})
+	if !errors.Is(err, ErrPostgresStart) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("StartPostgres: %v, want ErrPostgresStart and the deadline", err)
+	}
+	if !strings.Contains(err.Error(), "not ready") {
+		t.Logf("the deadline came before the server started (a slow initdb): %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second+2*postgresStopDelay {
+		t.Errorf("a start cancelled after 2 s returned after %v", d)
+	}
+	assertNothingLeft(t)
+	assertNoNewSharedMemory(t, shm)
 }
 
 // The end of a running server's context stops it and its backends.
 func TestPostgresContextEndsServer(t *testing.T) {
 	needPostgres(t)
+	shm := sharedMemory()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	pg, err := StartPostgres(ctx, PostgresOptions{})
@@ -226,4 +274,5 @@ func TestPostgresContextEndsServer(t *testing.T) {
 	}
 	pg.Stop()
 	assertNothingLeft(t, pg.Dir)
+	assertNoNewSharedMemory(t, shm)
 }
