@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -226,6 +227,18 @@ func (pg *Postgres) waitReady(ctx context.Context) error {
 // Pid is the server's (postmaster's) process id; its backends are its
 // children.
 func (pg *Postgres) Pid() int { return pg.p.cmd.Process.Pid }
+
+// Pids are the server's processes now: the postmaster, its background
+// processes and one backend per open connection (found by their working
+// directory, the data directory). Their CPU time (in /proc/PID/stat)
+// added up before and after a run is the server's CPU for the run, as
+// long as the connections stay open in between: a backend that ended
+// meanwhile takes its time with it.
+func (pg *Postgres) Pids() []int {
+	pids := processesIn(pg.Dir)
+	slices.Sort(pids)
+	return pids
+}
 
 // Stop ends the server (fast shutdown: its backends end with it), waits
 // for it and removes the directory. It may be called more than once.

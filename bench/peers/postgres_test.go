@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -135,6 +136,9 @@ func TestPostgresStartStop(t *testing.T) {
 		if err := c.QueryRow(t.Context(), "SELECT current_setting($1)", name).Scan(&got); err != nil || got != w {
 			t.Errorf("%s = %q, %v; want %q", name, got, err, w)
 		}
+	}
+	if pids := pg.Pids(); !slices.Contains(pids, pg.Pid()) || len(pids) < 3 {
+		t.Errorf("Pids %v: want the postmaster %d, its background processes and our backend", pids, pg.Pid())
 	}
 	c.Close(t.Context())
 	if os.Geteuid() == 0 {
