@@ -93,9 +93,9 @@ var ErrPostgresStart = errors.New("postgres: start failed")
 // root, both run as the user "postgres" (or "nobody"), who owns the
 // directory. The server is stopped when ctx ends; Stop stops it before
 // and removes the directory. A failed or cancelled start leaves no
-// process, no directory and no shared memory behind; one cancelled
-// while initdb runs returns when initdb ends (see start). Missing binaries give an error
-// wrapping ErrNotInstalled.
+// process, no directory and no shared memory behind; one cancelled while
+// initdb runs returns when initdb ends (see start). Missing binaries give
+// an error wrapping ErrNotInstalled.
 func StartPostgres(ctx context.Context, o PostgresOptions) (*Postgres, error) {
 	if o.MaxConnections < 0 || o.MaxConnections > 10000 || o.SharedBufferMB < 0 || o.SharedBufferMB > 1<<20 {
 		return nil, fmt.Errorf("postgres: max_connections %d, shared_buffers %d MiB: out of range", o.MaxConnections, o.SharedBufferMB)
@@ -163,8 +163,13 @@ func (pg *Postgres) start(ctx, startCtx context.Context, base, initdb, server st
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrPostgresStart, err)
 	}
-	pg.ConnString = fmt.Sprintf("host=%s port=%d user=%s dbname=postgres sslmode=disable", dir, postgresPort, postgresRole)
+	pg.ConnString = fmt.Sprintf("host=%s port=%d user=%s dbname=postgres sslmode=disable", connValue(dir), postgresPort, postgresRole)
 	return pg.waitReady(startCtx)
+}
+
+// connValue quotes a value for a keyword/value connection string.
+func connValue(v string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 }
 
 // postgresArgs are the server's arguments: data directory and settings.

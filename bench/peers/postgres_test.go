@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // needPostgres skips a test when PostgreSQL 15's binaries are missing.
@@ -279,4 +280,15 @@ func TestPostgresContextEndsServer(t *testing.T) {
 	pg.Stop()
 	assertNothingLeft(t, pg.Dir)
 	assertNoNewSharedMemory(t, shm)
+}
+
+func TestConnValueQuotes(t *testing.T) {
+	for _, dir := range []string{"/dev/shm/rdmakit-pg-1-2", `/tmp/a b'c\d`} {
+		cfg, err := pgconn.ParseConfig("host=" + connValue(dir) + " port=5432 user=u")
+		if err != nil {
+			t.Errorf("host %q: %v", dir, err)
+		} else if cfg.Host != dir {
+			t.Errorf("host %q read back as %q", dir, cfg.Host)
+		}
+	}
 }
