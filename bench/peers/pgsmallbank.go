@@ -45,7 +45,11 @@ var smallBankKeys = []string{
 // takes it (it does not export it; TestPGSmallBankLikeForLike compares).
 const sbWriteCheckPenalty = 1
 
-// SmallBank's statements.
+// SmallBank's statements. A transaction that updates two checking rows
+// updates them in the order of their custid, as a PostgreSQL user does to
+// keep two such transactions from deadlocking (the server finds a
+// deadlock only after deadlock_timeout, a second); savings rows are
+// updated before checking rows.
 const (
 	sbBalances = "SELECT s.bal, c.bal FROM savings s JOIN checking c ON c.custid = s.custid WHERE s.custid = $1"
 	sbChecking = "SELECT bal FROM checking WHERE custid = $1"
@@ -154,7 +158,11 @@ func amalgamateSQL(ctx context.Context, tx pgx.Tx, c1, c2 int64) error {
 	if err != nil {
 		return err
 	}
-	return execBatch(ctx, tx, st(sbZeroSav, c1), st(sbZeroChk, c1), st(sbAddChk, c2, sav+chk))
+	zero, add := st(sbZeroChk, c1), st(sbAddChk, c2, sav+chk)
+	if c2 < c1 {
+		zero, add = add, zero
+	}
+	return execBatch(ctx, tx, st(sbZeroSav, c1), zero, add)
 }
 
 // sendPaymentSQL moves amount between checking balances if the payer
@@ -171,7 +179,11 @@ func sendPaymentSQL(ctx context.Context, tx pgx.Tx, c1, c2, amount int64) error 
 	if chk < amount {
 		return fmt.Errorf("%w: checking of %d holds %d, the payment is %d", workload.ErrRejected, c1, chk, amount)
 	}
-	return execBatch(ctx, tx, st(sbAddChk, c1, -amount), st(sbAddChk, c2, amount))
+	take, give := st(sbAddChk, c1, -amount), st(sbAddChk, c2, amount)
+	if c2 < c1 {
+		take, give = give, take
+	}
+	return execBatch(ctx, tx, take, give)
 }
 
 // writeCheckSQL takes amount from checking, and one cent more when

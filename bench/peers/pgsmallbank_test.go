@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmakit/rdmakit/txn"
+	"github.com/rdmakit/rdmakit/txn/txntest"
 	"github.com/rdmakit/rdmakit/workload"
 )
 
@@ -127,15 +128,19 @@ func TestPGSmallBank(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref := newMemDB()
+		ref := txntest.NewMemDB()
 		if err := w.Load(ctx, ref, workload.TxnLoad{}); err != nil {
 			t.Fatal(err)
 		}
-		sameData(t, ref.snapshot(), smallBankDump(t, db))
+		var keys [][]byte
+		for id := range uint64(w.NumAccounts()) {
+			keys = append(keys, workload.AccountKey(id), workload.SavingsKey(id), workload.CheckingKey(id))
+		}
+		sameData(t, readAll(t, ref, keys), smallBankDump(t, db))
 		committed, rejected := sameOutcome(t, w, draw(w, 1500, 3),
 			func(ctx context.Context, op workload.SmallBankOp) (int64, error) { return w.Exec(ctx, ref, op) },
 			func(ctx context.Context, op workload.SmallBankOp) (int64, error) { return b.Exec(ctx, nil, op) })
-		sameData(t, ref.snapshot(), smallBankDump(t, db))
+		sameData(t, readAll(t, ref, keys), smallBankDump(t, db))
 		for k, name := range w.Kinds() {
 			if committed[k] == 0 {
 				t.Errorf("no %s committed", name)

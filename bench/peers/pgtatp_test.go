@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rdmakit/rdmakit/txn/txntest"
 	"github.com/rdmakit/rdmakit/workload"
 )
 
@@ -127,18 +128,29 @@ func TestPGTATP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref := newMemDB()
+		ref := txntest.NewMemDB()
 		if err := w.Load(ctx, ref, cfg); err != nil {
 			t.Fatal(err)
 		}
-		sameData(t, ref.snapshot(), tatpDump(t, db))
+		// Every record a subscriber may have.
+		var keys [][]byte
+		for sid := uint64(1); sid <= uint64(w.NumSubscribers()); sid++ {
+			keys = append(keys, workload.TATPSubscriberKey(sid))
+			for typ := uint8(1); typ <= 4; typ++ {
+				keys = append(keys, workload.TATPAccessInfoKey(sid, typ), workload.TATPSpecialFacilityKey(sid, typ))
+				for start := uint8(0); start <= 16; start += 8 {
+					keys = append(keys, workload.TATPCallForwardingKey(sid, typ, start))
+				}
+			}
+		}
+		sameData(t, readAll(t, ref, keys), tatpDump(t, db))
 		if t.Failed() {
 			t.FailNow()
 		}
 		committed, rejected := sameOutcome(t, w, draw(w, 4000, 5),
 			func(ctx context.Context, op workload.TATPOp) (int64, error) { return w.Exec(ctx, ref, op) },
 			func(ctx context.Context, op workload.TATPOp) (int64, error) { return p.Exec(ctx, nil, op) })
-		sameData(t, ref.snapshot(), tatpDump(t, db))
+		sameData(t, readAll(t, ref, keys), tatpDump(t, db))
 		for k, name := range w.Kinds() {
 			if committed[k] == 0 {
 				t.Errorf("no %s committed", name)

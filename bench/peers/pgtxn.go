@@ -69,7 +69,8 @@ const (
 )
 
 // OpenPGTxn opens a pool of conns connections to the server at
-// connString (Postgres.ConnString) and checks that one answers.
+// connString (Postgres.ConnString), all of them connected before it
+// returns (a measured run does not pay for connecting).
 func OpenPGTxn(ctx context.Context, connString string, conns int) (*PGTxn, error) {
 	if conns < 1 {
 		return nil, fmt.Errorf("postgres: a pool of %d connections", conns)
@@ -83,9 +84,19 @@ func OpenPGTxn(ctx context.Context, connString string, conns int) (*PGTxn, error
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	if err := pool.Ping(ctx); err != nil {
+	held := make([]*pgxpool.Conn, 0, conns)
+	for err == nil && len(held) < conns {
+		var c *pgxpool.Conn
+		if c, err = pool.Acquire(ctx); err == nil {
+			held = append(held, c)
+		}
+	}
+	for _, c := range held {
+		c.Release() // before Close, which waits for them
+	}
+	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("postgres: %w", err)
+		return nil, fmt.Errorf("postgres: connection %d of %d: %w", len(held)+1, conns, err)
 	}
 	return &PGTxn{pool: pool}, nil
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"math/rand"
 	"testing"
+	"time"
 
+	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/workload"
 )
 
@@ -57,6 +59,30 @@ func draw[O any](w workload.TxnWorkload[O], n int, seed int64) []O {
 	return ops
 }
 
+// readAll reads keys from db in one transaction: the records there are.
+func readAll(t *testing.T, db txn.DB, keys [][]byte) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	err := txn.Run(t.Context(), db, func(tx txn.Tx) error {
+		clear(out)
+		for _, k := range keys {
+			v, err := tx.Get(k)
+			if errors.Is(err, txn.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			out[string(k)] = v
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // sameData fails when the two stores' records differ.
 func sameData(t *testing.T, want, got map[string][]byte) {
 	t.Helper()
@@ -86,5 +112,24 @@ func TestOpenPGTxnBadArguments(t *testing.T) {
 	}
 	if _, err := OpenPGTxn(t.Context(), "host=/nonexistent port=1 connect_timeout=1", 1); err == nil {
 		t.Error("a pool to no server opened")
+	}
+}
+
+// A pool larger than the server allows fails, whole, without hanging.
+func TestOpenPGTxnTooManyConnections(t *testing.T) {
+	pg := startPostgres(t, PostgresOptions{MaxConnections: 5})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if db, err := OpenPGTxn(ctx, pg.ConnString, 8); err == nil {
+		db.Close()
+		t.Fatal("a pool of 8 connections opened on a server for 5")
+	}
+	db, err := OpenPGTxn(ctx, pg.ConnString, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if got := db.Pool().Stat().TotalConns(); got != 5 {
+		t.Errorf("%d connections open, want all 5", got)
 	}
 }

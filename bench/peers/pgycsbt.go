@@ -3,6 +3,7 @@ package peers
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -71,16 +72,20 @@ func ycsbtFiller(size int) []byte {
 // Exec runs op in a SERIALIZABLE transaction, again while the server
 // aborts it (each abort counted in s, which may be nil): one SELECT of
 // its keys, then every key written back with its counter plus one in one
-// batch (a key with no row gets one, counter 1). The delta is 0. Exec is
+// batch, in key order (a key with no row gets one, counter 1). The delta is 0. Exec is
 // a workload.TxnExec.
 func (y *PGYCSBT) Exec(ctx context.Context, s *workload.TxnSession, op workload.YCSBTOp) (int64, error) {
 	if op.N <= 0 || op.N > workload.YCSBTMaxKeys {
 		return 0, fmt.Errorf("ycsb-t: operation of %d keys (1 to %d)", op.N, workload.YCSBTMaxKeys)
 	}
+	// Written in key order, so that two transactions never wait for each
+	// other's row locks in a cycle (the server would find the deadlock
+	// only after deadlock_timeout, a second).
 	keys := make([]int64, op.N)
 	for i, k := range op.Keys[:op.N] {
 		keys[i] = int64(k)
 	}
+	slices.Sort(keys)
 	filler := ycsbtFiller(y.w.Size())
 	err := y.db.run(ctx, s, false, func(tx pgx.Tx) error {
 		counters := make(map[int64]int64, op.N)
