@@ -161,7 +161,7 @@ func TestPGSmallBank(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := db.Stats()
-		res, err := workload.RunTxnFunc(ctx, workload.TxnRun{Threads: 8, Duration: 2 * time.Second, Seed: 11}, workload.TxnWorkload[workload.SmallBankOp](w), b.Exec)
+		res, err := workload.RunTxnFunc(ctx, workload.TxnRun{Threads: 8, Duration: 2 * time.Second, Seed: 11}, w, b.Exec)
 		if err != nil {
 			t.Fatal(err)
 		}

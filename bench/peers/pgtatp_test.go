@@ -217,7 +217,7 @@ func TestPGTATP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := workload.RunTxnFunc(ctx, workload.TxnRun{Threads: 8, Duration: time.Second, Seed: 3}, workload.TxnWorkload[workload.TATPOp](w), p.Exec)
+		res, err := workload.RunTxnFunc(ctx, workload.TxnRun{Threads: 8, Duration: time.Second, Seed: 3}, w, p.Exec)
 		if err != nil {
 			t.Fatal(err)
 		}

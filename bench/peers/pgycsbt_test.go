@@ -76,7 +76,7 @@ func TestPGYCSBT(t *testing.T) {
 			}
 			return d, err
 		}
-		res, err := workload.RunTxnFunc(ctx, workload.TxnRun{Threads: 8, Duration: time.Second, Seed: 5}, workload.TxnWorkload[workload.YCSBTOp](w), exec)
+		res, err := workload.RunTxnFunc(ctx, workload.TxnRun{Threads: 8, Duration: time.Second, Seed: 5}, w, exec)
 		if err != nil {
 			t.Fatal(err)
 		}
