@@ -112,6 +112,14 @@ func TestPGSmallBank(t *testing.T) {
 		if _, err := b.Exec(ctx, nil, workload.SmallBankOp{Kind: workload.DepositChecking, Cust1: 99, Amount: 1}); !errors.Is(err, ErrPGMissingRow) {
 			t.Errorf("deposit to a customer not loaded: %v, want ErrPGMissingRow", err)
 		}
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := b.Exec(done, nil, workload.SmallBankOp{Kind: workload.DepositChecking, Cust1: 1, Amount: 1}); !errors.Is(err, context.Canceled) {
+			t.Errorf("a deposit with an ended context: %v, want context.Canceled", err)
+		}
+		if got := balance(t, db, "checking", 1); got != -501 {
+			t.Errorf("a deposit with an ended context left checking at %d", got)
+		}
 		for _, op := range []workload.SmallBankOp{{Kind: 42}, {Kind: workload.SendPayment, Cust1: 3, Cust2: 3}, {Kind: workload.DepositChecking, Amount: -1}} {
 			if _, err := b.Exec(ctx, nil, op); err == nil {
 				t.Errorf("operation %+v ran", op)
