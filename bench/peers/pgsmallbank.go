@@ -20,11 +20,6 @@ type PGSmallBank struct {
 	w  *workload.SmallBank
 }
 
-// ErrPGMissingRow is wrapped by the error of a transaction that did not
-// find a row its workload loaded (a customer id out of the population,
-// or tables not loaded).
-var ErrPGMissingRow = errors.New("postgres: row missing")
-
 // smallBankSchema makes the tables, without their foreign keys (added
 // after loading, as a bulk load does).
 var smallBankSchema = []string{
@@ -42,7 +37,7 @@ var smallBankKeys = []string{
 }
 
 // sbWriteCheckPenalty is WriteCheck's penalty in cents, as the workload
-// takes it (it does not export it; TestPGSmallBankLikeForLike compares).
+// takes it (it does not export it; TestPGSmallBank/like-for-like compares).
 const sbWriteCheckPenalty = 1
 
 // SmallBank's statements. A transaction that updates two checking rows
@@ -90,16 +85,6 @@ func LoadPGSmallBank(ctx context.Context, db *PGTxn, w *workload.SmallBank) (*PG
 		return nil, fmt.Errorf("smallbank: keys: %w", err)
 	}
 	return &PGSmallBank{db: db, w: w}, nil
-}
-
-// execAll runs statements one after the other outside transactions.
-func execAll(ctx context.Context, db *PGTxn, stmts []string) error {
-	for _, s := range stmts {
-		if _, err := db.pool.Exec(ctx, s); err != nil {
-			return fmt.Errorf("%s: %w", s, err)
-		}
-	}
-	return nil
 }
 
 // Exec runs op in a SERIALIZABLE transaction, again while the server
@@ -199,49 +184,6 @@ func writeCheckSQL(ctx context.Context, tx pgx.Tx, cust, amount int64) (int64, e
 		take += sbWriteCheckPenalty
 	}
 	return -take, execBatch(ctx, tx, st(sbAddChk, cust, -take))
-}
-
-// stmt is an SQL statement and its arguments.
-type stmt struct {
-	sql  string
-	args []any
-}
-
-// st is the statement sql with args.
-func st(sql string, args ...any) stmt { return stmt{sql, args} }
-
-// execBatch sends statements that each change one row in one round trip
-// (a pgx batch) and fails when one changes none.
-func execBatch(ctx context.Context, tx pgx.Tx, stmts ...stmt) error {
-	if len(stmts) == 1 {
-		tag, err := tx.Exec(ctx, stmts[0].sql, stmts[0].args...)
-		return oneRow(tag.RowsAffected(), err, stmts[0])
-	}
-	b := &pgx.Batch{}
-	for _, s := range stmts {
-		b.Queue(s.sql, s.args...)
-	}
-	res := tx.SendBatch(ctx, b)
-	for _, s := range stmts {
-		tag, err := res.Exec()
-		if err := oneRow(tag.RowsAffected(), err, s); err != nil {
-			res.Close()
-			return err
-		}
-	}
-	return res.Close()
-}
-
-// oneRow returns err, or an error wrapping ErrPGMissingRow when the
-// statement changed no row.
-func oneRow(rows int64, err error, s stmt) error {
-	if err != nil {
-		return err
-	}
-	if rows != 1 {
-		return fmt.Errorf("%w: %q %v changed %d rows", ErrPGMissingRow, s.sql, s.args, rows)
-	}
-	return nil
 }
 
 // Total returns the money in the bank: every savings and checking

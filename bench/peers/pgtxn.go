@@ -54,6 +54,11 @@ type PGTxnStats struct {
 // Aborts are the attempts the server aborted.
 func (s PGTxnStats) Aborts() uint64 { return s.SerializationFailures + s.Deadlocks }
 
+// ErrPGMissingRow is wrapped by the error of a transaction that did not
+// find a row its workload loaded (a customer id out of the population,
+// or tables not loaded).
+var ErrPGMissingRow = errors.New("postgres: row missing")
+
 // SQLSTATEs PGTxn retries.
 const (
 	sqlStateSerialization = "40001"
@@ -175,4 +180,57 @@ func (p *PGTxn) countAbort(s *workload.TxnSession, err error) bool {
 		s.Abort(r)
 	}
 	return true
+}
+
+// execAll runs statements one after the other outside transactions.
+func execAll(ctx context.Context, db *PGTxn, stmts []string) error {
+	for _, s := range stmts {
+		if _, err := db.pool.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// stmt is an SQL statement and its arguments.
+type stmt struct {
+	sql  string
+	args []any
+}
+
+// st is the statement sql with args.
+func st(sql string, args ...any) stmt { return stmt{sql, args} }
+
+// execBatch sends statements that each change one row in one round trip
+// (a pgx batch) and fails when one changes none.
+func execBatch(ctx context.Context, tx pgx.Tx, stmts ...stmt) error {
+	if len(stmts) == 1 {
+		tag, err := tx.Exec(ctx, stmts[0].sql, stmts[0].args...)
+		return oneRow(tag.RowsAffected(), err, stmts[0])
+	}
+	b := &pgx.Batch{}
+	for _, s := range stmts {
+		b.Queue(s.sql, s.args...)
+	}
+	res := tx.SendBatch(ctx, b)
+	for _, s := range stmts {
+		tag, err := res.Exec()
+		if err := oneRow(tag.RowsAffected(), err, s); err != nil {
+			res.Close()
+			return err
+		}
+	}
+	return res.Close()
+}
+
+// oneRow returns err, or an error wrapping ErrPGMissingRow when the
+// statement changed no row.
+func oneRow(rows int64, err error, s stmt) error {
+	if err != nil {
+		return err
+	}
+	if rows != 1 {
+		return fmt.Errorf("%w: %q %v changed %d rows", ErrPGMissingRow, s.sql, s.args, rows)
+	}
+	return nil
 }
