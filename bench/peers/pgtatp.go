@@ -140,8 +140,9 @@ func LoadPGTATP(ctx context.Context, db *PGTxn, w *workload.TATP, cfg workload.T
 // tatpPopulation calls fn with every subscriber's rows as
 // workload.TATP.Load draws them with cfg: subscribers in batches of
 // cfg.Batch (default 8), the batch starting at item i drawing from one
-// source seeded with cfg.Seed (default 1) + i. TestPGTATPLikeForLike
-// checks that the two stay the same.
+// source seeded with cfg.Seed (default 1) + i. The workload package
+// does not export this iteration; TestPGTATP/like-for-like checks that
+// the two populations stay the same.
 func tatpPopulation(w *workload.TATP, cfg workload.TxnLoad, fn func(workload.TATPRows)) {
 	batch, seed := cfg.Batch, cfg.Seed
 	if batch <= 0 {
