@@ -151,3 +151,23 @@ func TestSmallBankExec(t *testing.T) {
 		t.Fatalf("unknown customer: %v", err)
 	}
 }
+
+// TestSmallBankTiny: a bank of one customer draws no two-customer
+// transaction Exec would run, and does not panic.
+func TestSmallBankTiny(t *testing.T) {
+	sb := &workload.SmallBank{Accounts: 1, InitialBalance: 10}
+	db := txntest.NewMemDB()
+	ctx := context.Background()
+	if err := sb.Load(ctx, db, workload.TxnLoad{}); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewSource(1))
+	for range 100 {
+		op := sb.Next(r)
+		_, err := sb.Exec(ctx, db, op)
+		two := op.Kind == workload.Amalgamate || op.Kind == workload.SendPayment
+		if two != (err != nil && !errors.Is(err, workload.ErrRejected)) {
+			t.Fatalf("%+v: %v", op, err)
+		}
+	}
+}
