@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand"
 	"slices"
 	"strconv"
 
@@ -89,76 +88,31 @@ const (
 )
 
 // LoadPGTATP makes TATP's tables on db's server (dropping earlier ones)
-// and loads w's population with COPY: the rows workload.TATP.Load
-// writes with cfg (the same Seed and Batch give the same rows).
+// and loads w's population with COPY: the rows workload.TATP.Load writes
+// with cfg, taken from the loader itself (the same Seed gives the same
+// rows as on rdmakit's protocols).
 func LoadPGTATP(ctx context.Context, db *PGTxn, w *workload.TATP, cfg workload.TxnLoad) (*PGTATP, error) {
 	if err := execAll(ctx, db, tatpSchema); err != nil {
 		return nil, fmt.Errorf("tatp: schema: %w", err)
 	}
-	var sub, ai, sf, cf [][]any
-	tatpPopulation(w, cfg, func(rows workload.TATPRows) {
-		sid := int32(rows.SID)
-		sub = append(sub, subscriberRow(sid, &rows.Subscriber))
-		for _, t := range sortedKeys(rows.AccessInfo) {
-			a := rows.AccessInfo[t]
-			ai = append(ai, []any{sid, int16(t), int16(a.Data1), int16(a.Data2), string(a.Data3[:]), string(a.Data4[:])})
-		}
-		for _, t := range sortedKeys(rows.SpecialFacilities) {
-			f := rows.SpecialFacilities[t]
-			sf = append(sf, []any{sid, int16(t), int16(f.IsActive), int16(f.ErrorCntrl), int16(f.DataA), string(f.DataB[:])})
-			for _, start := range sortedKeys(rows.CallForwarding[t]) {
-				c := rows.CallForwarding[t][start]
-				cf = append(cf, []any{sid, int16(t), int16(start), int16(c.EndTime), numberX(c.NumberX)})
-			}
-		}
-	})
-	tables := []struct {
-		name string
-		cols []string
-		rows [][]any
-	}{
-		{"subscriber", tatpSubscriberCols, sub},
-		{"access_info", []string{"s_id", "ai_type", "data1", "data2", "data3", "data4"}, ai},
-		{"special_facility", []string{"s_id", "sf_type", "is_active", "error_cntrl", "data_a", "data_b"}, sf},
-		{"call_forwarding", []string{"s_id", "sf_type", "start_time", "end_time", "numberx"}, cf},
+	rows := &tatpRows{}
+	cfg.Trace = nil
+	if err := w.Load(ctx, rows, cfg); err != nil {
+		return nil, fmt.Errorf("tatp: population: %w", err)
 	}
-	for _, t := range tables {
-		got, err := db.pool.CopyFrom(ctx, pgx.Identifier{t.name}, t.cols, pgx.CopyFromRows(t.rows))
+	for i, t := range tatpTables {
+		got, err := db.pool.CopyFrom(ctx, pgx.Identifier{t.name}, t.cols, pgx.CopyFromRows(rows.tables[i]))
 		if err != nil {
 			return nil, fmt.Errorf("tatp: copy %s: %w", t.name, err)
 		}
-		if got != int64(len(t.rows)) {
-			return nil, fmt.Errorf("tatp: copy %s: %d rows of %d", t.name, got, len(t.rows))
+		if got != int64(len(rows.tables[i])) {
+			return nil, fmt.Errorf("tatp: copy %s: %d rows of %d", t.name, got, len(rows.tables[i]))
 		}
 	}
 	if err := execAll(ctx, db, tatpKeys); err != nil {
 		return nil, fmt.Errorf("tatp: keys: %w", err)
 	}
 	return &PGTATP{db: db, w: w}, nil
-}
-
-// tatpPopulation calls fn with every subscriber's rows as
-// workload.TATP.Load draws them with cfg: subscribers in batches of
-// cfg.Batch (default 8), the batch starting at item i drawing from one
-// source seeded with cfg.Seed (default 1) + i. The workload package
-// does not export this iteration; TestPGTATP/like-for-like checks that
-// the two populations stay the same.
-func tatpPopulation(w *workload.TATP, cfg workload.TxnLoad, fn func(workload.TATPRows)) {
-	batch, seed := cfg.Batch, cfg.Seed
-	if batch <= 0 {
-		batch = 8
-	}
-	if seed == 0 {
-		seed = 1
-	}
-	r := rand.New(rand.NewSource(seed))
-	n := w.NumSubscribers()
-	for first := 0; first < n; first += batch {
-		r.Seed(seed + int64(first))
-		for i := first; i < min(first+batch, n); i++ {
-			fn(w.Rows(uint64(i)+1, r))
-		}
-	}
 }
 
 // subscriberRow is a subscriber's row in tatpSubscriberCols order.
@@ -179,16 +133,6 @@ func subscriberRow(sid int32, s *workload.TATPSubscriber) []any {
 
 // numberX writes a forwarding number as the specification's 15 digits.
 func numberX(n uint64) string { return fmt.Sprintf("%015d", n) }
-
-// sortedKeys returns m's keys in order, so loads are reproducible.
-func sortedKeys[V any](m map[uint8]V) []uint8 {
-	keys := make([]uint8, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
 
 // Exec runs op in a SERIALIZABLE transaction (READ ONLY for the three
 // reading ones), again while the server aborts it. The updates, inserts

@@ -238,3 +238,23 @@ func TestPGTATP(t *testing.T) {
 		}
 	})
 }
+
+func TestTATPRowRejectsOtherRecords(t *testing.T) {
+	good := (&workload.TATPSpecialFacility{IsActive: 1}).Append(nil)
+	if table, row, err := tatpRow(workload.TATPSpecialFacilityKey(3, 2), good); err != nil || table != 2 || len(row) != 6 {
+		t.Fatalf("a special facility: table %d, row %v, %v", table, row, err)
+	}
+	for _, r := range []struct{ key, value string }{
+		{"tatp.sf/3/2", "short"},
+		{"tatp.sf/3", string(good)},
+		{"tatp.sf/3/x", string(good)},
+		{"tatp.sf/3/2/1", string(good)},
+		{"sb.chk/3", string(good)},
+		{"tatp.sub/99999999999", string(make([]byte, 45))},
+		{"", ""},
+	} {
+		if _, _, err := tatpRow([]byte(r.key), []byte(r.value)); !errors.Is(err, workload.ErrCorrupt) {
+			t.Errorf("record %q (%d bytes): %v, want ErrCorrupt", r.key, len(r.value), err)
+		}
+	}
+}
