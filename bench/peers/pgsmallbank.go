@@ -87,8 +87,10 @@ func LoadPGSmallBank(ctx context.Context, db *PGTxn, w *workload.SmallBank) (*PG
 	return &PGSmallBank{db: db, w: w}, nil
 }
 
-// Exec runs op in a SERIALIZABLE transaction, again while the server
-// aborts it (each abort counted in s, which may be nil), and returns the
+// Exec runs op in a SERIALIZABLE transaction (Balance, DepositChecking
+// and TransactSavings are one statement each, sent alone), again while
+// the server aborts it (each abort counted in s, which may be nil), and
+// returns the
 // money it added to the bank (as workload.SmallBank's Exec: negative
 // when taken out). A SendPayment without the funds is rolled back and
 // returns an error wrapping workload.ErrRejected. Exec is a
@@ -99,7 +101,12 @@ func (b *PGSmallBank) Exec(ctx context.Context, s *workload.TxnSession, op workl
 	}
 	c1, c2 := int64(op.Cust1), int64(op.Cust2)
 	var delta int64
-	err := b.db.run(ctx, s, op.Kind == workload.Balance, func(tx pgx.Tx) error {
+	sh := statements
+	switch op.Kind {
+	case workload.Balance, workload.DepositChecking, workload.TransactSavings:
+		sh = oneStatement
+	}
+	err := b.db.run(ctx, s, sh, func(tx querier) error {
 		delta = 0
 		switch op.Kind {
 		case workload.Amalgamate:
@@ -128,7 +135,7 @@ func (b *PGSmallBank) Exec(ctx context.Context, s *workload.TxnSession, op workl
 }
 
 // balancesSQL reads a customer's savings and checking balances.
-func balancesSQL(ctx context.Context, tx pgx.Tx, cust int64) (sav, chk int64, err error) {
+func balancesSQL(ctx context.Context, tx querier, cust int64) (sav, chk int64, err error) {
 	err = tx.QueryRow(ctx, sbBalances, cust).Scan(&sav, &chk)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = fmt.Errorf("%w: customer %d", ErrPGMissingRow, cust)
@@ -138,7 +145,7 @@ func balancesSQL(ctx context.Context, tx pgx.Tx, cust int64) (sav, chk int64, er
 
 // amalgamateSQL moves customer 1's savings and checking into customer
 // 2's checking.
-func amalgamateSQL(ctx context.Context, tx pgx.Tx, c1, c2 int64) error {
+func amalgamateSQL(ctx context.Context, tx querier, c1, c2 int64) error {
 	sav, chk, err := balancesSQL(ctx, tx, c1)
 	if err != nil {
 		return err
@@ -152,7 +159,7 @@ func amalgamateSQL(ctx context.Context, tx pgx.Tx, c1, c2 int64) error {
 
 // sendPaymentSQL moves amount between checking balances if the payer
 // has it.
-func sendPaymentSQL(ctx context.Context, tx pgx.Tx, c1, c2, amount int64) error {
+func sendPaymentSQL(ctx context.Context, tx querier, c1, c2, amount int64) error {
 	var chk int64
 	err := tx.QueryRow(ctx, sbChecking, c1).Scan(&chk)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -174,7 +181,7 @@ func sendPaymentSQL(ctx context.Context, tx pgx.Tx, c1, c2, amount int64) error 
 // writeCheckSQL takes amount from checking, and one cent more when
 // savings and checking together hold less, and returns minus what it
 // took.
-func writeCheckSQL(ctx context.Context, tx pgx.Tx, cust, amount int64) (int64, error) {
+func writeCheckSQL(ctx context.Context, tx querier, cust, amount int64) (int64, error) {
 	sav, chk, err := balancesSQL(ctx, tx, cust)
 	if err != nil {
 		return 0, err

@@ -109,6 +109,11 @@ func TestPGSmallBank(t *testing.T) {
 		if st := db.Stats(); st.Rejected != 1 || st.Commits < uint64(len(steps)-1) {
 			t.Errorf("stats %+v: want 1 rejection and %d commits", st, len(steps)-1)
 		}
+		// A statement sent alone is a serializable transaction too.
+		var iso string
+		if err := db.Pool().QueryRow(ctx, "SELECT current_setting('transaction_isolation')").Scan(&iso); err != nil || iso != "serializable" {
+			t.Errorf("a statement alone runs at %q (%v), want serializable", iso, err)
+		}
 		if _, err := b.Exec(ctx, nil, workload.SmallBankOp{Kind: workload.DepositChecking, Cust1: 99, Amount: 1}); !errors.Is(err, ErrPGMissingRow) {
 			t.Errorf("deposit to a customer not loaded: %v, want ErrPGMissingRow", err)
 		}

@@ -134,8 +134,9 @@ func subscriberRow(sid int32, s *workload.TATPSubscriber) []any {
 // numberX writes a forwarding number as the specification's 15 digits.
 func numberX(n uint64) string { return fmt.Sprintf("%015d", n) }
 
-// Exec runs op in a SERIALIZABLE transaction (READ ONLY for the three
-// reading ones), again while the server aborts it. The updates, inserts
+// Exec runs op in a SERIALIZABLE transaction (the three reading ones and
+// UPDATE_LOCATION are one statement each, sent alone), again while the
+// server aborts it. The updates, inserts
 // and deletes the specification lets fail (a missing special facility or
 // call forwarding, an existing one) are rolled back and return an error
 // wrapping workload.ErrRejected. The delta is always 0. Aborts are
@@ -145,7 +146,12 @@ func (t *PGTATP) Exec(ctx context.Context, s *workload.TxnSession, op workload.T
 		return 0, fmt.Errorf("tatp: operation %+v is not one the workload draws", op)
 	}
 	sid := int32(op.SID)
-	err := t.db.run(ctx, s, op.Kind.ReadOnly(), func(tx pgx.Tx) error {
+	sh := statements
+	switch op.Kind {
+	case workload.GetSubscriberData, workload.GetNewDestination, workload.GetAccessData, workload.UpdateLocation:
+		sh = oneStatement
+	}
+	err := t.db.run(ctx, s, sh, func(tx querier) error {
 		switch op.Kind {
 		case workload.GetSubscriberData:
 			return getSubscriberSQL(ctx, tx, sid)
@@ -175,7 +181,7 @@ func (t *PGTATP) Exec(ctx context.Context, s *workload.TxnSession, op workload.T
 }
 
 // getSubscriberSQL reads a subscriber's row (none is no failure).
-func getSubscriberSQL(ctx context.Context, tx pgx.Tx, sid int32) error {
+func getSubscriberSQL(ctx context.Context, tx querier, sid int32) error {
 	var id int32
 	var nbr string
 	var small [30]int16
@@ -190,7 +196,7 @@ func getSubscriberSQL(ctx context.Context, tx pgx.Tx, sid int32) error {
 
 // getNewDestinationSQL returns the forwarding numbers of op's active
 // special facility whose window covers op's.
-func getNewDestinationSQL(ctx context.Context, tx pgx.Tx, op workload.TATPOp) ([]string, error) {
+func getNewDestinationSQL(ctx context.Context, tx querier, op workload.TATPOp) ([]string, error) {
 	rows, err := tx.Query(ctx, tatpGetNewDest, int32(op.SID), int16(op.SFType), int16(op.StartTime), int16(op.EndTime))
 	if err != nil {
 		return nil, err
@@ -200,7 +206,7 @@ func getNewDestinationSQL(ctx context.Context, tx pgx.Tx, op workload.TATPOp) ([
 
 // updateSubscriberDataSQL sets bit_1 and data_a in one round trip; no
 // such special facility rejects (rolls back) both.
-func updateSubscriberDataSQL(ctx context.Context, tx pgx.Tx, op workload.TATPOp) error {
+func updateSubscriberDataSQL(ctx context.Context, tx querier, op workload.TATPOp) error {
 	b := &pgx.Batch{}
 	b.Queue(tatpSetBit1, int32(op.SID), int16(op.Bit1))
 	b.Queue(tatpSetDataA, int32(op.SID), int16(op.SFType), int16(op.DataA))
@@ -220,7 +226,7 @@ func updateSubscriberDataSQL(ctx context.Context, tx pgx.Tx, op workload.TATPOp)
 // insertCallForwardingSQL finds the subscriber by sub_nbr and its special
 // facilities, and inserts the row; a missing facility or an existing row
 // rejects it.
-func insertCallForwardingSQL(ctx context.Context, tx pgx.Tx, op workload.TATPOp) error {
+func insertCallForwardingSQL(ctx context.Context, tx querier, op workload.TATPOp) error {
 	sid, err := sidOf(ctx, tx, op.SubNbr())
 	if err != nil {
 		return err
@@ -242,7 +248,7 @@ func insertCallForwardingSQL(ctx context.Context, tx pgx.Tx, op workload.TATPOp)
 
 // deleteCallForwardingSQL finds the subscriber by sub_nbr and deletes the
 // row; none rejects it.
-func deleteCallForwardingSQL(ctx context.Context, tx pgx.Tx, op workload.TATPOp) error {
+func deleteCallForwardingSQL(ctx context.Context, tx querier, op workload.TATPOp) error {
 	sid, err := sidOf(ctx, tx, op.SubNbr())
 	if err != nil {
 		return err
@@ -253,7 +259,7 @@ func deleteCallForwardingSQL(ctx context.Context, tx pgx.Tx, op workload.TATPOp)
 
 // sidOf looks a subscriber up by its number; none rejects the
 // transaction.
-func sidOf(ctx context.Context, tx pgx.Tx, subNbr string) (int32, error) {
+func sidOf(ctx context.Context, tx querier, subNbr string) (int32, error) {
 	var sid int32
 	err := tx.QueryRow(ctx, tatpSIDOf, subNbr).Scan(&sid)
 	if errors.Is(err, pgx.ErrNoRows) {

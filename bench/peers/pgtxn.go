@@ -21,6 +21,10 @@ import (
 // per client, each transaction at SERIALIZABLE isolation (PostgreSQL's
 // SSI) in plain SQL statements, run again while the server aborts it
 // with a serialization failure (SQLSTATE 40001) or a deadlock (40P01).
+// A transaction of several statements is BEGIN … COMMIT; one of a single
+// statement is that statement alone (autocommit: the server runs it as a
+// transaction of its own), serializable too, since every connection sets
+// default_transaction_isolation to serializable.
 // Every such abort is counted, in PGTxn's Stats and in the session of
 // workload.RunTxnFunc that ran the transaction (40001 as
 // txn.ValidationFailed: SSI found a dangerous structure or a concurrent
@@ -85,6 +89,7 @@ func OpenPGTxn(ctx context.Context, connString string, conns int) (*PGTxn, error
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	cfg.MaxConns = int32(conns)
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "serializable"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -122,19 +127,42 @@ func (p *PGTxn) Stats() PGTxnStats {
 // Close closes every connection.
 func (p *PGTxn) Close() { p.pool.Close() }
 
-// run runs fn in a SERIALIZABLE transaction (READ ONLY when readOnly)
-// and commits it, again while the server aborts it, until it commits, fn
-// returns another error (the transaction is rolled back; one wrapping
+// querier runs statements: a pgx.Tx inside BEGIN … COMMIT, the pool for a
+// transaction of one statement.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// shape says how a transaction reaches the server.
+type shape uint8
+
+const (
+	// statements: BEGIN ISOLATION LEVEL SERIALIZABLE, the statements,
+	// COMMIT (ROLLBACK when the function fails).
+	statements shape = iota
+	// oneStatement: the function runs one statement, which is its own
+	// transaction (one round trip).
+	oneStatement
+)
+
+// run runs fn as a SERIALIZABLE transaction of shape sh and commits it,
+// again while the server aborts it, until it commits, fn returns another
+// error (the transaction is rolled back; one wrapping
 // workload.ErrRejected is counted as a rejection), or ctx ends. Aborts
 // are counted in s too (nil: none).
-func (p *PGTxn) run(ctx context.Context, s *workload.TxnSession, readOnly bool, fn func(pgx.Tx) error) error {
+func (p *PGTxn) run(ctx context.Context, s *workload.TxnSession, sh shape, fn func(querier) error) error {
 	opts := pgx.TxOptions{IsoLevel: pgx.Serializable}
-	if readOnly {
-		opts.AccessMode = pgx.ReadOnly
-	}
 	wait := pgMinBackoff
 	for {
-		err := pgx.BeginTxFunc(ctx, p.pool, opts, fn)
+		var err error
+		if sh == oneStatement {
+			err = fn(p.pool)
+		} else {
+			err = pgx.BeginTxFunc(ctx, p.pool, opts, func(tx pgx.Tx) error { return fn(tx) })
+		}
 		switch {
 		case err == nil:
 			p.st.commits.Add(1)
@@ -203,7 +231,7 @@ func st(sql string, args ...any) stmt { return stmt{sql, args} }
 
 // execBatch sends statements that each change one row in one round trip
 // (a pgx batch) and fails when one changes none.
-func execBatch(ctx context.Context, tx pgx.Tx, stmts ...stmt) error {
+func execBatch(ctx context.Context, tx querier, stmts ...stmt) error {
 	if len(stmts) == 1 {
 		tag, err := tx.Exec(ctx, stmts[0].sql, stmts[0].args...)
 		return oneRow(tag.RowsAffected(), err, stmts[0])

@@ -87,7 +87,7 @@ func (y *PGYCSBT) Exec(ctx context.Context, s *workload.TxnSession, op workload.
 	}
 	slices.Sort(keys)
 	filler := ycsbtFiller(y.w.Size())
-	err := y.db.run(ctx, s, false, func(tx pgx.Tx) error {
+	err := y.db.run(ctx, s, statements, func(tx querier) error {
 		counters := make(map[int64]int64, op.N)
 		rows, err := tx.Query(ctx, ycsbtRead, keys)
 		if err != nil {
