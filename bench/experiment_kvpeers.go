@@ -16,6 +16,7 @@ import (
 	"github.com/rdmakit/rdmakit/bench/peers"
 	"github.com/rdmakit/rdmakit/kv"
 	"github.com/rdmakit/rdmakit/kv/stores"
+	"github.com/rdmakit/rdmakit/nic"
 	"github.com/rdmakit/rdmakit/transport/tcp"
 	"github.com/rdmakit/rdmakit/workload"
 )
@@ -407,6 +408,8 @@ func (k *kvPeersRun) measure(ctx context.Context, s *peerSys, t int) (peerPoint,
 		// context ends them.
 		fmt.Fprintf(os.Stderr, "kv-peers: %s over %s, %d tasks: operations still waiting; every goroutine:\n", s.name, s.transport, t)
 		_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		fmt.Fprintf(os.Stderr, "kv-peers: this process's QPs that wait:\n")
+		nic.DumpQPs(os.Stderr)
 		if s.node != nil {
 			fmt.Fprintf(os.Stderr, "kv-peers: the node's goroutines (SIGQUIT):\n%s\n", s.node.Dump())
 		}

@@ -45,7 +45,8 @@ var serveLine = regexp.MustCompile(`connect to (\S+) \(verbs device (\S+)\)`)
 // connection manager on a free loopback port), sized for keys values of
 // value bytes, and waits until it serves.
 func startKVServe(ctx context.Context, env *Env, design, device string, keys int64, value int) (*Server, error) {
-	return StartServer(ctx, env, "", "kv", "serve", "--store", design, "--device", device, "--listen", "127.0.0.1:0",
+	return StartServer(ctx, env, "", "--log-level", "info", // its clients' departures, in Dump's tail
+		"kv", "serve", "--store", design, "--device", device, "--listen", "127.0.0.1:0",
 		"--metrics", "", // nodes run side by side: not all on the default port
 		"--keys", strconv.FormatInt(keys, 10), "--value", strconv.Itoa(value))
 }
@@ -129,10 +130,13 @@ func (n *Server) Pid() int { return n.cmd.Process.Pid }
 // it, and waits for it.
 func (n *Server) Stop() { n.end(os.Interrupt) }
 
-// Dump ends the server with SIGQUIT, so that the Go runtime writes every
+// Dump has the server write its waiting QPs' state (SIGUSR1), then ends
+// it with SIGQUIT, so that the Go runtime writes every
 // goroutine's stack to its stderr, and returns the last of what it
 // wrote (up to 256 KiB): for the report of a server found stuck.
 func (n *Server) Dump() string {
+	n.cmd.Process.Signal(syscall.SIGUSR1) // its QPs' state first (rdmakit's handler)
+	time.Sleep(200 * time.Millisecond)
 	n.end(syscall.SIGQUIT)
 	n.stderr.mu.Lock()
 	defer n.stderr.mu.Unlock()

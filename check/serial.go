@@ -172,7 +172,10 @@ const maxReported = 10
 // skew), else a short cycle of the first cyclic component.
 //
 // Version 0 of a record is the record before any write (absent, or as
-// loaded outside transactions); a read of version 0 needs no writer.
+// loaded outside transactions); a read of version 0 needs no writer. A
+// read that found no record (Deleted) names the version of the delete
+// that removed it, 0 if the record never existed: a protocol that forgets
+// deleted records' versions would make such reads look stale.
 func Serializable(txns []Txn) error {
 	g, errs := buildGraph(txns)
 	if len(errs) > 0 {

@@ -81,7 +81,8 @@ const (
 	// A transport must not pass it to the requester — over tcp nothing is
 	// sent — but may use it to retire the request from its own
 	// bookkeeping (the shm rings carry it for that); a requester QP that
-	// gets one ignores it, and the request times out.
+	// gets one for its oldest request on the wire fails that request at
+	// its retry budget (RETRY_EXC_ERR), however busy the link.
 	RespDrop
 )
 

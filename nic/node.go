@@ -208,6 +208,7 @@ func NewNode(c Config) *Node {
 	}
 	m := map[uint32]*QP{}
 	n.qps.Store(&m)
+	live.Store(n, struct{}{})
 	return n
 }
 
@@ -292,6 +293,7 @@ func (n *Node) Close() error {
 	if !n.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	live.Delete(n)
 	for _, q := range *n.qps.Load() {
 		q.Destroy()
 	}

@@ -207,12 +207,18 @@ func (n *Node) HandleResponse(l Link, r *Response) {
 }
 
 func (q *QP) responseLocked(r *Response) {
-	if r.Kind == RespDrop || q.conn.destLink == nil || r.Epoch != q.conn.epoch || q.send.sq.head >= q.sent() {
+	if q.conn.destLink == nil || r.Epoch != q.conn.epoch || q.send.sq.head >= q.sent() {
 		return
 	}
 	e := q.send.sq.front()
 	if uint32(e.seq) != r.Seq {
 		return // not the oldest request on the wire: stale
+	}
+	if r.Kind == RespDrop {
+		// Discarded unanswered: it fails at the retry budget (Expire),
+		// however busy the link (retx.lost).
+		q.retx.dropped = true
+		return
 	}
 	if r.Kind == RespRNR {
 		if e.rnrLeft == 0 {
@@ -362,7 +368,10 @@ func (n *Node) Expire() {
 			continue
 		}
 		q.mu.Lock()
-		if q.conn.destLink != nil && q.retx.overdue(q.send.sq.head, &n.ticks, q.conn.retryBudget) && !q.conn.destLink.Progressed(q.conn.retryBudget) {
+		// Overdue, and lost whatever the link does, or on a link silent
+		// for the budget (asked last: Progressed may take locks).
+		if l := q.conn.destLink; l != nil && q.retx.overdue(q.send.sq.head, &n.ticks, q.conn.retryBudget) &&
+			(q.retx.lostAnyway(&n.ticks, q.conn.retryBudget) || !l.Progressed(q.conn.retryBudget)) {
 			q.failFrontLocked(verbs.StatusRetryExcErr)
 		}
 		q.mu.Unlock()

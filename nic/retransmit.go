@@ -18,6 +18,10 @@ type retx struct {
 	due    time.Duration // ... until then, on the package clock
 	fenced bool          // transmission stopped at a FENCE request until earlier READs and atomics complete
 	full   bool          // the link refused a request: transmit more after a flush
+	// dropped: the responder discarded the oldest request on the wire
+	// unanswered (nic.RespDrop: its QP is gone, or is not connected to
+	// this one). It fails at the retry budget, however busy the link.
+	dropped bool
 }
 
 // sent is the index of the first request not on the wire, for a send
@@ -32,6 +36,7 @@ func (r *retx) onWire(head uint64) bool { return head < r.sent(head) }
 func (r *retx) transmitted(head, to, t uint64) {
 	if to > head && !r.onWire(head) {
 		r.since = t // the oldest starts waiting now
+		r.dropped = false
 	}
 	r.next = to
 }
@@ -40,6 +45,7 @@ func (r *retx) transmitted(head, to, t uint64) {
 // wire at tick t; head is the queue's new head. The next request's wait
 // starts again, as an RC acknowledgement restarts the transport timer.
 func (r *retx) answered(head, t uint64) {
+	r.dropped = false
 	if r.onWire(head) {
 		r.since = t
 	}
@@ -51,6 +57,7 @@ func (r *retx) answered(head, t uint64) {
 // holds for wait.
 func (r *retx) rnr(head uint64, now, wait time.Duration) {
 	r.next = head
+	r.dropped = false
 	r.hold = true
 	r.due = now + wait
 }
@@ -76,4 +83,19 @@ func (r *retx) overdue(head uint64, t *ticks, budget time.Duration) bool {
 }
 
 // stop ends the hold: the QP was reset or failed, and its queue emptied.
-func (r *retx) stop() { r.hold = false }
+func (r *retx) stop() { r.hold, r.dropped = false, false }
+
+// lostAfter is how many retry budgets a request may wait on a link that
+// moves other QPs' answers: past it, it is lost (RETRY_EXC_ERR) however
+// busy the link. A responder starved of CPU answers no QP, so its link
+// falls silent and the request fails at about twice the budget instead;
+// one that answers other QPs and not this one lost the request (its QP
+// is gone), which RC's per-QP retry timer finds.
+const lostAfter = 4
+
+// lostAnyway reports whether the oldest request on the wire, overdue, is
+// lost even on a link that moves other QPs' answers: the responder said
+// it dropped it, or it waited lostAfter budgets.
+func (r *retx) lostAnyway(t *ticks, budget time.Duration) bool {
+	return r.dropped || t.age(r.since) > lostAfter*budget
+}

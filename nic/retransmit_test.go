@@ -105,3 +105,43 @@ func TestRetxOverdue(t *testing.T) {
 		t.Fatal("stop left the hold")
 	}
 }
+
+func TestRetxLost(t *testing.T) {
+	var tk ticks
+	var r retx
+	at := func(k uint64, c time.Duration) {
+		tk.times[k%uint64(len(tk.times))] = c
+		tk.last = c
+		tk.n.Store(k)
+	}
+	budget := 100 * time.Millisecond
+	// Expire's rule: overdue, and lost anyway or on a silent link.
+	lost := func(progressed bool) bool {
+		return r.overdue(0, &tk, budget) && (r.lostAnyway(&tk, budget) || !progressed)
+	}
+	const busy, silent = true, false
+	at(1, 0)
+	r.transmitted(0, 1, 1)
+	at(2, 0)
+	at(3, 150*time.Millisecond) // overdue: 150 ms of a 100 ms budget
+	if lost(busy) {
+		t.Fatal("lost on a busy link at 1.5 budgets, without a drop notice")
+	}
+	if !lost(silent) {
+		t.Fatal("not lost on a silent link past the budget")
+	}
+	r.dropped = true
+	if !lost(busy) {
+		t.Fatal("a request the responder dropped is not lost past the budget")
+	}
+	r.answered(0, 3) // an answer: the next request waits afresh, not dropped
+	if r.dropped {
+		t.Fatal("an answer left the drop notice")
+	}
+	r.transmitted(0, 1, 3)
+	at(4, 150*time.Millisecond) // the wait is counted from the tick after
+	at(5, 150*time.Millisecond+lostAfter*budget+time.Millisecond)
+	if !lost(busy) {
+		t.Fatalf("not lost after %d budgets on a busy link", lostAfter)
+	}
+}

@@ -2,11 +2,13 @@
 # install-peers.sh — install the comparison peers that rdmakit's benchmarks
 # run side by side (bench/peers), from Debian bookworm's own packages.
 #
-# Usage: scripts/install-peers.sh [all|sockperf|ucx|memcached|redis|etcd]...
+# Usage: scripts/install-peers.sh [all|sockperf|ucx|memcached|redis|etcd|postgres]...
 #   default: all. Idempotent: packages already installed are skipped and
 #   `apt-get update` runs at most once, only when something is missing.
-#   Must run as root. Services (memcached, redis-server, etcd) are installed
-#   but not started: the benchmarks start their own instances on 127.0.0.1.
+#   Must run as root. Services (memcached, redis-server, etcd, postgresql)
+#   are installed but not started: the benchmarks start their own instances
+#   on 127.0.0.1 (PostgreSQL: initdb into a temporary directory, a unix
+#   socket only, run as the user "postgres" the package makes).
 #
 # Peers and their Debian packages:
 #   sockperf   sockperf    (/usr/bin/sockperf)
@@ -14,6 +16,7 @@
 #   memcached  memcached   (/usr/bin/memcached)
 #   redis      redis-server, redis-tools (/usr/bin/redis-server, redis-benchmark)
 #   etcd       etcd-server, etcd-client (/usr/bin/etcd, etcdctl)
+#   postgres   postgresql-15 (/usr/lib/postgresql/15/bin/initdb, postgres)
 set -euo pipefail
 
 die() { echo "install-peers: $*" >&2; exit 1; }
@@ -22,9 +25,9 @@ die() { echo "install-peers: $*" >&2; exit 1; }
 # stderr and exit 2 for a bad argument.
 usage() {
 	if [[ ${1:-2} -eq 0 ]]; then
-		sed -n 's/^# \{0,1\}//; 2,9p' "$0"
+		sed -n 's/^# \{0,1\}//; 2,11p' "$0"
 	else
-		sed -n 's/^# \{0,1\}//; 2,9p' "$0" >&2
+		sed -n 's/^# \{0,1\}//; 2,11p' "$0" >&2
 	fi
 	exit "${1:-2}"
 }
@@ -36,8 +39,9 @@ declare -A pkgs=(
 	[memcached]="memcached"
 	[redis]="redis-server redis-tools"
 	[etcd]="etcd-server etcd-client"
+	[postgres]="postgresql-15"
 )
-order=(sockperf ucx memcached redis etcd)
+order=(sockperf ucx memcached redis etcd postgres)
 
 want=()
 if [[ $# -eq 0 ]]; then
@@ -46,7 +50,7 @@ fi
 for arg in "$@"; do
 	case "$arg" in
 	all) want+=("${order[@]}") ;;
-	sockperf | ucx | memcached | redis | etcd) want+=("$arg") ;;
+	sockperf | ucx | memcached | redis | etcd | postgres) want+=("$arg") ;;
 	-h | --help) usage 0 ;;
 	*) echo "install-peers: unknown peer '$arg'" >&2; usage ;;
 	esac
@@ -78,7 +82,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 log=$(mktemp /tmp/install-peers.XXXXXX.log)
 
-# Keep Debian's maintainer scripts from starting memcached, redis-server or etcd
+# Keep Debian's maintainer scripts from starting memcached, redis-server, etcd or postgresql
 # as system services: a policy-rc.d that denies every start, removed on
 # exit. An existing policy-rc.d is left alone.
 policy=/usr/sbin/policy-rc.d
@@ -127,7 +131,8 @@ if [[ -z $installed ]]; then
 	die "apt-get install ${missing[*]} failed (log: $log)"
 fi
 
-# Check that the binaries the benchmarks run are on PATH.
+# Check that the binaries the benchmarks run are there (PostgreSQL's are
+# not on PATH: Debian keeps one directory per major version).
 for peer in "${want[@]}"; do
 	case "$peer" in
 	sockperf) bins=(sockperf) ;;
@@ -135,9 +140,10 @@ for peer in "${want[@]}"; do
 	memcached) bins=(memcached) ;;
 	redis) bins=(redis-server redis-benchmark) ;;
 	etcd) bins=(etcd etcdctl) ;;
+	postgres) bins=(/usr/lib/postgresql/15/bin/initdb /usr/lib/postgresql/15/bin/postgres) ;;
 	esac
 	for b in "${bins[@]}"; do
-		command -v "$b" >/dev/null || die "$peer: $b not found on PATH after install (log: $log)"
+		command -v "$b" >/dev/null || die "$peer: $b not found after install (log: $log)"
 	done
 done
 rm -f "$log"

@@ -25,6 +25,8 @@ import (
 // go-ycsb's generator.Zipfian (Gray et al.'s algorithm) with the
 // constant given; its popular items are the low key numbers, which the
 // protocols spread over shards by hashing the key (txn.Shard) anyway.
+// (go-ycsb's ScrambledZipfian would sum ten billion terms for any
+// constant but 0.99.) A YCSBT keeps its generators: use it by pointer.
 type YCSBT struct {
 	// Keys is the number of records (default 100,000).
 	Keys int64

@@ -12,7 +12,12 @@
 // Servers that benchmarks measure against run the same way: memcached
 // and Redis (StartMemcached, StartRedis), and etcd as a cluster of
 // members on loopback (StartEtcd: three processes, data on tmpfs,
-// --unsafe-no-fsync), with EtcdBlocks, a blockstore.Store on it.
+// --unsafe-no-fsync), with EtcdBlocks, a blockstore.Store on it; and
+// PostgreSQL 15 (StartPostgres: initdb into a temporary directory, run as
+// an unprivileged user, a unix socket only, no fsync), with the
+// transaction workloads in SQL at SERIALIZABLE isolation on it (PGTxn,
+// PGSmallBank, PGTATP, PGYCSBT: workload.TxnExec targets running the same
+// operations as rdmakit's protocols).
 //
 // The parsers (ParseSockperf, ParseUCXPerftest) are pure functions of a
 // program's output, separate from the process handling, so they are

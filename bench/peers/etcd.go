@@ -74,7 +74,7 @@ func StartEtcd(ctx context.Context, n int) (*Etcd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
 	}
-	removeStaleEtcdDirs(base)
+	removeStaleDirs(base, etcdDirPrefix)
 	var lastErr error
 	for range startAttempts { // another process may take a port meanwhile
 		e, err := startEtcd(ctx, bin, base, n)
@@ -267,15 +267,15 @@ func writable(dir string) bool {
 	return true
 }
 
-// removeStaleEtcdDirs removes the cluster directories in base whose
-// process is gone.
-func removeStaleEtcdDirs(base string) {
+// removeStaleDirs removes the directories in base named prefix, a
+// process id and "-…" whose process is gone.
+func removeStaleDirs(base, prefix string) {
 	ents, err := os.ReadDir(base)
 	if err != nil {
 		return
 	}
 	for _, ent := range ents {
-		rest, ok := strings.CutPrefix(ent.Name(), etcdDirPrefix)
+		rest, ok := strings.CutPrefix(ent.Name(), prefix)
 		if !ok || !ent.IsDir() {
 			continue
 		}

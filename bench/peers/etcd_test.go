@@ -88,7 +88,7 @@ func TestEtcdStaleDirs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	removeStaleEtcdDirs(base)
+	removeStaleDirs(base, etcdDirPrefix)
 	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stale %s kept: %v", stale, err)
 	}

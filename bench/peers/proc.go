@@ -83,11 +83,16 @@ func command(ctx context.Context, bin string, args, env []string, out *syncBuffe
 	return cmd
 }
 
-// startProc starts bin in the background; stop kills it.
-func startProc(ctx context.Context, bin string, args, env []string) (*proc, error) {
+// startProc starts bin in the background; stop kills it. Each adjust
+// changes the command before it starts (its user, directory or how it is
+// cancelled).
+func startProc(ctx context.Context, bin string, args, env []string, adjust ...func(*exec.Cmd)) (*proc, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &proc{cancel: cancel, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = command(ctx, bin, args, env, p.out)
+	for _, a := range adjust {
+		a(p.cmd)
+	}
 	if err := p.cmd.Start(); err != nil {
 		cancel()
 		return nil, err

@@ -28,13 +28,30 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/rdmakit/rdmakit/nic"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	dumpQPsOnSignal(syscall.SIGUSR1)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// dumpQPsOnSignal writes the state of this process's waiting QPs
+// (nic.DumpQPs) to stderr each time sig arrives: `kill -USR1 PID` shows
+// what a stuck server's requests wait for, and the process goes on.
+func dumpQPsOnSignal(sig os.Signal) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sig)
+	go func() {
+		for range ch {
+			fmt.Fprintln(os.Stderr, "rdmakit: QPs that wait (SIGUSR1):")
+			nic.DumpQPs(os.Stderr)
+		}
+	}()
 }
 
 // run executes the command line and returns the exit code; errors are

@@ -120,3 +120,31 @@ func HoldDeposit(stage, nth int) (held <-chan struct{}, release func()) {
 	}
 	return h, func() { close(r) }
 }
+
+// PollEachAnswerAtPublish makes every Append, right after it publishes a
+// request, ring the device, wait (up to a second) for its answer and
+// have another goroutine poll the link then, as the NIC goroutine or
+// another QP's poller may (the poll completes the request once the
+// poster lets go of its QP). It returns how many of those polls left the
+// link dead, and the undo.
+func PollEachAnswerAtPublish() (deaths func() int, undo func()) {
+	var dead atomic.Int64
+	afterPublish = func(l *link) {
+		l.peerSeg.ring()
+		for deadline := time.Now().Add(time.Second); !l.rings.resp.Pending() && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Microsecond)
+		}
+		polled := make(chan struct{})
+		go func() {
+			// The poll takes the answer and then waits for the QP's
+			// lock, which the poster holds: it reports before.
+			go func() { time.Sleep(5 * time.Millisecond); close(polled) }()
+			l.poll()
+		}()
+		<-polled
+		if l.dead.Load() {
+			dead.Add(1)
+		}
+	}
+	return func() int { return int(dead.Load()) }, func() { afterPublish = nil }
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"runtime"
 	"sync"
@@ -78,6 +79,10 @@ type mapping struct {
 
 var _ nic.DirectLink = (*link)(nil)
 
+// afterPublish, when set (by a test, before any link exists), runs in
+// Append right after a request is published on the ring.
+var afterPublish func(*link)
+
 // Address implements nic.Link.
 func (l *link) Address() string { return l.address }
 
@@ -109,9 +114,17 @@ func (l *link) Append(r *nic.Request) error {
 		return err
 	}
 	wire.AppendRequest(b[:0], r)
-	l.rings.req.Commit()
 	if !r.Datagram {
-		l.inflight.push(inflight{end: l.rings.req.Committed(), qpn: r.SrcQPN, epoch: r.Epoch, seq: r.Seq, implicit: implicitAck(r)})
+		// Tracked before it is published: the device may answer it at
+		// once, and a poll that found the answer with nothing in flight
+		// would take the link down ("an answer to no request": kv-peers
+		// lost a node's link to a client that way, its Append preempted
+		// between the two).
+		l.inflight.push(inflight{end: l.rings.req.CommitEnd(), qpn: r.SrcQPN, epoch: r.Epoch, seq: r.Seq, implicit: implicitAck(r)})
+	}
+	l.rings.req.Commit()
+	if h := afterPublish; h != nil {
+		h(l)
 	}
 	l.pmu.Unlock()
 	return nil
@@ -512,6 +525,7 @@ func (l *link) fail(err error) {
 	l.once.Do(func() {
 		l.dead.Store(true)
 		l.deadErr = err
+		slog.Info("shm: link failed", "device", l.d.node.Address(), "peer", l.address, "err", err)
 		if l.cancel != nil {
 			l.cancel()
 		}
@@ -549,4 +563,16 @@ func (l *link) fail(err error) {
 		l.pmu.Unlock()
 		l.use.Unlock()
 	})
+}
+
+// DebugState describes the link for nic.DumpQPs: its response batches,
+// when Progressed last saw them move, what is in flight and whether an
+// answer waits.
+func (l *link) DebugState() string {
+	l.pmuSeen.Lock()
+	seen, at := l.seen, l.seenAt
+	l.pmuSeen.Unlock()
+	return fmt.Sprintf("recvd %d (seen %d, %v ago), in flight %d, acked to %d, released %d, answer waiting %v, ready %v, dead %v",
+		l.recvd.Load(), seen, time.Since(at).Round(time.Millisecond), l.inflight.tail.Load()-l.inflight.head.Load(),
+		l.ackedTo.Load(), l.rings.req.Released(), l.rings.resp.Pending(), l.ready(), l.dead.Load())
 }

@@ -220,7 +220,7 @@ func (s *session) close(why error) {
 		}
 		close(s.wake)
 		if !s.d.closed.Load() {
-			slog.Debug("shm: peer disconnected", "device", s.d.node.Address(), "peer", s.address, "why", why)
+			slog.Info("shm: peer disconnected", "device", s.d.node.Address(), "peer", s.address, "why", why)
 		}
 	})
 }

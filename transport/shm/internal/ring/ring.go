@@ -288,6 +288,12 @@ func (r *Ring) Reserve(n int) ([]byte, error) {
 	return r.data[p : p+uint64(n) : p+uint64(n)], nil
 }
 
+// CommitEnd is the ring position just past the message the last Reserve
+// reserved: what Committed will be once it is committed (Committed when
+// nothing is reserved). A producer that tracks its messages records it
+// before Commit, so that no answer to the message can come first.
+func (r *Ring) CommitEnd() uint64 { return r.tail + r.reserved }
+
 // Commit publishes the message reserved by the last Reserve, waking the
 // consumer if it is parked. Without a pending reservation it does
 // nothing.
