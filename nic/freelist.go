@@ -109,6 +109,10 @@ func respondAllocate(dq *QP, rkey uint32, queue uint32, flags verbs.SendFlags, r
 	if m == nil || !m.reg.grants(dq.pd.id, verbs.Access(dq.resp.access.Load()), verbs.AccessRemoteWrite) || !m.acquire() {
 		return verbs.StatusRemAccessErr, 0
 	}
+	if !receiving(dq) { // fenced since the caller looked (resolveRemote)
+		m.release()
+		return verbs.StatusRetryExcErr, 0
+	}
 	defer m.release()
 	addr, st := m.pop(queue, total)
 	if st != verbs.StatusSuccess {

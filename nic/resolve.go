@@ -71,6 +71,15 @@ func resolveRemote(dq *QP, rkey uint32, addr, n uint64, need verbs.Access) (*MR,
 	if m == nil || !m.acquire() { // pinned before its bytes are looked at: deregistration unmaps them
 		return nil, nil, verbs.StatusRemAccessErr
 	}
+	if !receiving(dq) {
+		// Moved to ERROR since the caller looked: a fence (QP to ERROR,
+		// then MR.Quiesce) that found the region unpinned must not see
+		// this request land after it. The pin and this load, the fence's
+		// state store and its load of the pins, are each ordered: one
+		// side sees the other.
+		m.release()
+		return nil, nil, verbs.StatusRetryExcErr
+	}
 	b, st := Resolve(&m.reg, dq.pd.id, verbs.Access(dq.resp.access.Load()), addr, n, need)
 	if st != verbs.StatusSuccess {
 		m.release()
