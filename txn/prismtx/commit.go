@@ -1,0 +1,381 @@
+package prismtx
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/rdmakit/rdmakit/txn"
+)
+
+// pkey is one key of a committing transaction.
+type pkey struct {
+	key    string
+	c      *conn
+	ki     *keyInfo
+	r      *readEntry  // nil for a blind write
+	w      *writeEntry // nil for a key only read
+	g      uint64      // a write's expected PW = C
+	locked bool        // its PW is this transaction's timestamp
+	pend   uint64      // the pending version's buffer
+	ch     *chain
+	item   int // the pending version's length
+}
+
+// help is a prepared timestamp past its lease that a commit met.
+type help struct {
+	k *pkey
+	p uint64
+}
+
+// commitWait bounds the waits of a commit once it has begun: a
+// transaction is not left half-way because its caller's context ended.
+const commitWait = 5 * time.Second
+
+// stale is how many times a blind write's validation is retried with the
+// PW = C it found, when its guess was out of date.
+const staleRetries = 2
+
+// Commit implements txn.Tx: prepare (validation at every node, one round
+// trip), the decision (one CAS on the client id's record, one round
+// trip) and installation (one round trip); a read-only transaction stops
+// after prepare. See the package documentation.
+func (tx *Tx) Commit() error {
+	if tx.done {
+		return txn.ErrDone
+	}
+	tx.done = true
+	db := tx.db
+	db.life.RLock()
+	defer db.life.RUnlock()
+	if db.closed.Load() {
+		return txn.ErrClosed
+	}
+	if err := tx.ctx.Err(); err != nil {
+		return tx.aborted(txn.Abort(txn.Timeout, nil, err))
+	}
+	keys, err := tx.keys()
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 || (len(tx.writes) == 0 && db.cfg.SkipValidation) {
+		return tx.committed(0)
+	}
+	id, err := db.takeID(tx.ctx)
+	if err != nil {
+		return err
+	}
+	floor := id.last
+	for _, k := range keys {
+		floor = max(floor, k.g)
+		if k.r != nil {
+			floor = max(floor, k.r.rc)
+		}
+	}
+	ts := nextStamp(time.Now(), id.id, floor)
+	id.last = ts
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(tx.ctx), commitWait)
+	defer cancel()
+	if ab, err := tx.prepare(ctx, keys, ts); ab != nil || err != nil {
+		return tx.abort(ctx, id, keys, ts, ab, err)
+	}
+	if len(tx.writes) == 0 {
+		db.putID(id, true)
+		return tx.committed(ts)
+	}
+	hook(hookPrepared, ts)
+	if err := tx.ctx.Err(); err != nil {
+		return tx.abort(ctx, id, keys, ts, txn.Abort(txn.Timeout, nil, err), nil)
+	}
+	won, err := tx.decide(ctx, id, ts)
+	if err != nil {
+		db.putID(id, false) // the verdict is unknown: helpers resolve it after the lease
+		return err
+	}
+	if !won {
+		return tx.abort(ctx, id, keys, ts, txn.Abort(txn.Timeout, nil, errLeaseLost), nil)
+	}
+	hook(hookDecided, ts)
+	db.putID(id, tx.install(ctx, keys, ts))
+	return tx.committed(ts)
+}
+
+// errLeaseLost: another client resolved the transaction's prepared
+// timestamp (aborted it) after its lease ran out.
+var errLeaseLost = errors.New("prismtx: lease ran out; another client aborted the transaction")
+
+// keys lists the transaction's keys, reads first then writes, each with
+// its slot (looking up the slots of blind writes).
+func (tx *Tx) keys() ([]*pkey, error) {
+	var keys []*pkey
+	for k, r := range tx.reads {
+		if _, ok := tx.writes[k]; !ok {
+			keys = append(keys, &pkey{key: k, c: r.c, ki: r.ki, r: r})
+		}
+	}
+	slices.SortFunc(keys, func(a, b *pkey) int { return compareStrings(a.key, b.key) })
+	for _, k := range tx.order {
+		p := &pkey{key: k, w: tx.writes[k]}
+		if r, ok := tx.reads[k]; ok {
+			p.c, p.ki, p.r, p.g = r.c, r.ki, r, r.rc
+		} else {
+			c, ki, err := tx.db.lookup(tx.ctx, []byte(k), &tx.rounds)
+			if err != nil {
+				return nil, err
+			}
+			p.c, p.ki, p.g = c, ki, ki.c.Load()
+		}
+		keys = append(keys, p)
+	}
+	return keys, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// prepare validates every key: the chains of all keys posted at once,
+// then their results (one round trip); blind writes whose guess of PW =
+// C was out of date go again. It returns the abort, if any (with the
+// keys whose PW it raised marked locked), or a connection's error.
+func (tx *Tx) prepare(ctx context.Context, keys []*pkey, ts uint64) (*txn.AbortError, error) {
+	db := tx.db
+	todo := make([]*pkey, 0, len(keys))
+	for _, k := range keys {
+		if k.w != nil || !db.cfg.SkipValidation {
+			todo = append(todo, k)
+		}
+	}
+	var ab *txn.AbortError
+	for try := 0; len(todo) > 0; try++ {
+		for _, k := range todo {
+			ch, err := k.c.acquire(ctx, listCap)
+			if err != nil {
+				return nil, err
+			}
+			k.ch = ch
+			slot := k.c.lay.slot(k.ki.slot)
+			if k.w == nil {
+				readValidate(ch, slot, k.r.rc, ts)
+				continue
+			}
+			k.item = itemLen(len(k.key), len(k.w.value))
+			flags := byte(0)
+			if k.w.del {
+				flags = flagTomb
+			}
+			putItem(ch.buf[offItem:], ts, []byte(k.key), k.w.value, flags)
+			writeValidate(ch, slot, k.g, ts, k.item)
+		}
+		if err := runAll(ctx, todo); err != nil {
+			return nil, err
+		}
+		tx.rounds++
+		var again []*pkey
+		for _, k := range todo {
+			ch := k.ch
+			k.ch = nil
+			if k.w == nil {
+				if pw := ch.word(wPW); pw != k.r.rc {
+					if expired(pw, time.Now(), db.cfg.Lease) {
+						tx.help = append(tx.help, help{k, pw})
+					}
+					if ab == nil {
+						ab = txn.Abort(txn.ValidationFailed, []byte(k.key), nil)
+					}
+				}
+				ch.release()
+				continue
+			}
+			pw, pr, c := ch.word(wPW), ch.word(wPR), ch.word(wC)
+			if pw == k.g && c == k.g {
+				k.locked, k.pend = true, readAddr(ch)
+				if pr >= ts && ab == nil && !db.cfg.SkipValidation {
+					ab = txn.Abort(txn.ValidationFailed, []byte(k.key), nil)
+				}
+				ch.release()
+				continue
+			}
+			ch.release()
+			k.ki.c.Store(c)
+			switch {
+			case pw != c:
+				if expired(pw, time.Now(), db.cfg.Lease) {
+					tx.help = append(tx.help, help{k, pw})
+				}
+				if ab == nil {
+					ab = txn.Abort(txn.LockConflict, []byte(k.key), nil)
+				}
+			case k.r != nil && !db.cfg.SkipValidation, ts <= c, try >= staleRetries:
+				if ab == nil {
+					ab = txn.Abort(txn.ValidationFailed, []byte(k.key), nil)
+				}
+			default:
+				k.g = c // a blind write's stale guess: again with what the slot holds
+				again = append(again, k)
+			}
+		}
+		if ab != nil {
+			return ab, nil
+		}
+		todo = again
+	}
+	return nil, nil
+}
+
+// readAddr is the pending version's address a write validation chain
+// read back (0 when the chain stopped before).
+func readAddr(ch *chain) uint64 { return binary.NativeEndian.Uint64(ch.buf[offAlloc:]) }
+
+// runAll posts every key's chain, then waits for them all. On an error
+// the chains not yet waited for are abandoned (their slots come back as
+// they complete, or never, on a failed connection).
+func runAll(ctx context.Context, keys []*pkey) error {
+	for i, k := range keys {
+		if err := k.ch.post(); err != nil {
+			for _, k := range keys[i:] {
+				k.ch.release()
+			}
+			return err
+		}
+	}
+	var first error
+	for _, k := range keys {
+		if _, err := k.ch.wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// decide writes the commit verdict into the client id's record: won is
+// false when a client that found the transaction's timestamp past its
+// lease wrote the abort first.
+func (tx *Tx) decide(ctx context.Context, id *clientID, ts uint64) (won bool, err error) {
+	c := tx.db.conns[int(id.id)%len(tx.db.conns)]
+	ch, err := c.acquire(ctx, listCap)
+	if err != nil {
+		return false, err
+	}
+	decide(ch, id.id, ts, verdictCommit)
+	if _, err := ch.run(ctx); err != nil {
+		return false, err
+	}
+	tx.rounds++
+	old := ch.word(0)
+	ch.release()
+	return old < ts, nil
+}
+
+// install installs every write (one round trip) and gives back the
+// versions replaced; it reports whether every install answered (else
+// the client id is burned: clients roll the rest forward after the
+// lease).
+func (tx *Tx) install(ctx context.Context, keys []*pkey, ts uint64) bool {
+	var ws []*pkey
+	for _, k := range keys {
+		if k.w == nil {
+			continue
+		}
+		ch, err := k.c.acquire(ctx, listCap)
+		if err != nil {
+			return false
+		}
+		k.ch = ch
+		install(ch, k.c.lay.slot(k.ki.slot), ts)
+		ws = append(ws, k)
+	}
+	if testHook != nil && len(ws) > 1 {
+		if err := runAll(ctx, ws[:1]); err != nil {
+			return false
+		}
+		hook(hookInstalling, ts)
+		if err := runAll(ctx, ws[1:]); err != nil {
+			return false
+		}
+	} else if err := runAll(ctx, ws); err != nil {
+		return false
+	}
+	tx.rounds++
+	for _, k := range ws {
+		if k.ch.word(wC) < ts {
+			k.c.giveBack(k.ch.word(wPtr))
+		}
+		k.ch.release()
+		k.ki.c.Store(ts)
+	}
+	return true
+}
+
+// abort ends a transaction that will not commit: for each key whose PW
+// it raised, C = ts if C < ts (one round trip), and its pending version
+// goes back to the node; then it resolves the expired prepared
+// timestamps it met.
+func (tx *Tx) abort(ctx context.Context, id *clientID, keys []*pkey, ts uint64, ab *txn.AbortError, err error) error {
+	var locked []*pkey
+	for _, k := range keys {
+		if k.locked {
+			ch, e := k.c.acquire(ctx, listCap)
+			if e != nil {
+				err = errors.Join(err, e)
+				break
+			}
+			k.ch = ch
+			raiseC(ch, k.c.lay.slot(k.ki.slot), ts)
+			locked = append(locked, k)
+		}
+	}
+	clean := err == nil
+	if len(locked) > 0 {
+		if e := runAll(ctx, locked); e != nil {
+			clean = false
+		} else {
+			for _, k := range locked {
+				k.ch.release()
+				k.c.giveBack(k.pend)
+			}
+		}
+	}
+	tx.db.putID(id, clean)
+	for _, h := range tx.help {
+		// A prepared timestamp past its lease blocked this transaction:
+		// resolve it, so that the next attempt finds the key free.
+		if e := tx.db.resolve(ctx, h.k.c, h.k.ki, h.p, &tx.rounds); e != nil {
+			break
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return tx.aborted(txn.Abort(txn.Timeout, nil, err))
+		}
+		return err
+	}
+	return tx.aborted(ab)
+}
+
+// aborted counts an abort and returns it.
+func (tx *Tx) aborted(ab *txn.AbortError) error {
+	tx.db.stats.aborts[ab.Reason].Add(1)
+	return ab
+}
+
+// committed records the trace and counts the commit.
+func (tx *Tx) committed(ts uint64) error {
+	for k, r := range tx.reads {
+		tx.tr.reads = append(tx.tr.reads, txn.Access{Key: k, Version: r.ver, Deleted: r.absent})
+	}
+	for _, k := range tx.order {
+		tx.tr.writes = append(tx.tr.writes, txn.Access{Key: k, Version: ts, Deleted: tx.writes[k].del})
+	}
+	tx.db.stats.commits.Add(1)
+	tx.db.stats.rounds.Add(uint64(tx.rounds))
+	return nil
+}
