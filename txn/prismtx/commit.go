@@ -85,7 +85,7 @@ func (tx *Tx) Commit() error {
 		db.putID(id, true)
 		return tx.committed(ts)
 	}
-	hook(hookPrepared, ts)
+	hook(hookPrepared, db)
 	if err := tx.ctx.Err(); err != nil {
 		return tx.abort(ctx, id, keys, ts, txn.Abort(txn.Timeout, nil, err), nil)
 	}
@@ -97,7 +97,7 @@ func (tx *Tx) Commit() error {
 	if !won {
 		return tx.abort(ctx, id, keys, ts, txn.Abort(txn.Timeout, nil, errLeaseLost), nil)
 	}
-	hook(hookDecided, ts)
+	hook(hookDecided, db)
 	db.putID(id, tx.install(ctx, keys, ts))
 	return tx.committed(ts)
 }
@@ -297,7 +297,7 @@ func (tx *Tx) install(ctx context.Context, keys []*pkey, ts uint64) bool {
 		if err := runAll(ctx, ws[:1]); err != nil {
 			return false
 		}
-		hook(hookInstalling, ts)
+		hook(hookInstalling, tx.db)
 		if err := runAll(ctx, ws[1:]); err != nil {
 			return false
 		}

@@ -9,11 +9,11 @@ const (
 )
 
 // testHook, when set (by tests only, before clients start), is called at
-// each hook point with the transaction's timestamp.
-var testHook func(point string, ts uint64)
+// each hook point with the committing client.
+var testHook func(point string, db *DB)
 
-func hook(point string, ts uint64) {
+func hook(point string, db *DB) {
 	if h := testHook; h != nil {
-		h(point, ts)
+		h(point, db)
 	}
 }

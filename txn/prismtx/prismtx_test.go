@@ -112,6 +112,8 @@ func put(t *testing.T, db txn.DB, key string, v uint64) {
 
 func u64(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 
+func le(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
+
 // TestTransfers: concurrent transfers between accounts on three nodes,
 // by four clients: the total never changes, in any snapshot read.
 func TestTransfers(t *testing.T) {

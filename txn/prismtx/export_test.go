@@ -1,0 +1,12 @@
+package prismtx
+
+// Hook points for the fault tests.
+const (
+	HookPrepared   = hookPrepared
+	HookDecided    = hookDecided
+	HookInstalling = hookInstalling
+)
+
+// SetHook sets the test hook (nil removes it); call it before clients
+// start.
+func SetHook(h func(point string, db *DB)) { testHook = h }
