@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -76,10 +77,16 @@ func (tx *Tx) Commit() error {
 	}
 	ts := nextStamp(time.Now(), id.id, floor)
 	id.last = ts
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(tx.ctx), commitWait)
-	defer cancel()
-	if ab, err := tx.prepare(ctx, keys, ts); ab != nil || err != nil {
-		return tx.abort(ctx, id, keys, ts, ab, err)
+	// Each step's waits are bounded by commitWait, not by the caller's
+	// context: a transaction is not left half-way because it ended.
+	step := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(tx.ctx), commitWait)
+	}
+	ctx, cancel := step()
+	ab, err := tx.prepare(ctx, keys, ts)
+	cancel()
+	if ab != nil || err != nil {
+		return tx.abortStep(step, id, keys, ts, ab, err)
 	}
 	if len(tx.writes) == 0 {
 		db.putID(id, true)
@@ -87,19 +94,30 @@ func (tx *Tx) Commit() error {
 	}
 	hook(hookPrepared, db)
 	if err := tx.ctx.Err(); err != nil {
-		return tx.abort(ctx, id, keys, ts, txn.Abort(txn.Timeout, nil, err), nil)
+		return tx.abortStep(step, id, keys, ts, txn.Abort(txn.Timeout, nil, err), nil)
 	}
+	ctx, cancel = step()
 	won, err := tx.decide(ctx, id, ts)
+	cancel()
 	if err != nil {
-		db.putID(id, false) // the verdict is unknown: helpers resolve it after the lease
-		return err
+		db.putID(id, false) // the verdict is unknown: resolvers settle it after the lease
+		return fmt.Errorf("%w: the commit decision did not answer (the transaction may have committed): %w", txn.ErrUnreachable, err)
 	}
 	if !won {
-		return tx.abort(ctx, id, keys, ts, txn.Abort(txn.Timeout, nil, errLeaseLost), nil)
+		return tx.abortStep(step, id, keys, ts, txn.Abort(txn.Timeout, nil, errLeaseLost), nil)
 	}
 	hook(hookDecided, db)
+	ctx, cancel = step()
 	db.putID(id, tx.install(ctx, keys, ts))
+	cancel()
 	return tx.committed(ts)
+}
+
+// abortStep is abort with a fresh step context.
+func (tx *Tx) abortStep(step func() (context.Context, context.CancelFunc), id *clientID, keys []*pkey, ts uint64, ab *txn.AbortError, err error) error {
+	ctx, cancel := step()
+	defer cancel()
+	return tx.abort(ctx, id, keys, ts, ab, err)
 }
 
 // errLeaseLost: another client resolved the transaction's prepared
@@ -353,7 +371,7 @@ func (tx *Tx) abort(ctx context.Context, id *clientID, keys []*pkey, ts uint64, 
 		}
 	}
 	if err != nil {
-		if ctx.Err() != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return tx.aborted(txn.Abort(txn.Timeout, nil, err))
 		}
 		return err

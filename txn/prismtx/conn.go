@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/rdmakit/rdmakit/cm"
-		"github.com/rdmakit/rdmakit/rpc"
+	"github.com/rdmakit/rdmakit/rpc"
 	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/verbs"
 )
