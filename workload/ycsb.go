@@ -1,9 +1,3 @@
-// Package workload drives stores with standard workloads. YCSB comes from
-// go-ycsb (pinned v1.0.1): its core workload generates the operations and
-// keys (uniform or scrambled zipfian 0.99), this package adapts a
-// kv.Store to its DB interface (DB; BlockDB adapts a blockstore.Store,
-// record N being block N), loads the records, and runs the operations
-// from many goroutines for a while, measuring throughput and latency.
 package workload
 
 import (

@@ -1,0 +1,6 @@
+//go:build race
+
+package check
+
+// raceEnabled: the race detector slows the large histories tenfold.
+const raceEnabled = true
