@@ -21,8 +21,8 @@ type pkey struct {
 	g      uint64      // a write's expected PW = C
 	locked bool        // its PW is this transaction's timestamp
 	pend   uint64      // the pending version's buffer
-	ch     *chain
-	item   int // the pending version's length
+	ch     *chain      // while a phase runs
+	item   int         // the pending version's length
 }
 
 // help is a prepared timestamp past its lease that a commit met.
@@ -173,17 +173,18 @@ func (tx *Tx) prepare(ctx context.Context, keys []*pkey, ts uint64) (*txn.AbortE
 		}
 	}
 	var ab *txn.AbortError
+	fail := func(r txn.Reason, k *pkey) {
+		if ab == nil {
+			ab = txn.Abort(r, []byte(k.key), nil)
+		}
+	}
 	for try := 0; len(todo) > 0; try++ {
-		for _, k := range todo {
-			ch, err := k.c.acquire(ctx, listCap)
-			if err != nil {
-				return nil, err
-			}
-			k.ch = ch
+		var again []*pkey
+		build := func(k *pkey, ch *chain) {
 			slot := k.c.lay.slot(k.ki.slot)
 			if k.w == nil {
 				readValidate(ch, slot, k.r.rc, ts)
-				continue
+				return
 			}
 			k.item = itemLen(len(k.key), len(k.w.value))
 			flags := byte(0)
@@ -193,54 +194,38 @@ func (tx *Tx) prepare(ctx context.Context, keys []*pkey, ts uint64) (*txn.AbortE
 			putItem(ch.buf[offItem:], ts, []byte(k.key), k.w.value, flags)
 			writeValidate(ch, slot, k.g, ts, k.item)
 		}
-		if err := runAll(ctx, todo); err != nil {
-			return nil, err
-		}
-		tx.rounds++
-		var again []*pkey
-		for _, k := range todo {
-			ch := k.ch
-			k.ch = nil
+		take := func(k *pkey, ch *chain) {
 			if k.w == nil {
 				if pw := ch.word(wPW); pw != k.r.rc {
-					if expired(pw, time.Now(), db.cfg.Lease) {
-						tx.help = append(tx.help, help{k, pw})
-					}
-					if ab == nil {
-						ab = txn.Abort(txn.ValidationFailed, []byte(k.key), nil)
-					}
+					tx.met(pw, k)
+					fail(txn.ValidationFailed, k)
 				}
-				ch.release()
-				continue
+				return
 			}
 			pw, pr, c := ch.word(wPW), ch.word(wPR), ch.word(wC)
 			if pw == k.g && c == k.g {
 				k.locked, k.pend = true, readAddr(ch)
-				if pr >= ts && ab == nil && !db.cfg.SkipValidation {
-					ab = txn.Abort(txn.ValidationFailed, []byte(k.key), nil)
+				if pr >= ts && !db.cfg.SkipValidation {
+					fail(txn.ValidationFailed, k)
 				}
-				ch.release()
-				continue
+				return
 			}
-			ch.release()
 			k.ki.c.Store(c)
 			switch {
 			case pw != c:
-				if expired(pw, time.Now(), db.cfg.Lease) {
-					tx.help = append(tx.help, help{k, pw})
-				}
-				if ab == nil {
-					ab = txn.Abort(txn.LockConflict, []byte(k.key), nil)
-				}
+				tx.met(pw, k)
+				fail(txn.LockConflict, k)
 			case k.r != nil && !db.cfg.SkipValidation, ts <= c, try >= staleRetries:
-				if ab == nil {
-					ab = txn.Abort(txn.ValidationFailed, []byte(k.key), nil)
-				}
+				fail(txn.ValidationFailed, k)
 			default:
 				k.g = c // a blind write's stale guess: again with what the slot holds
 				again = append(again, k)
 			}
 		}
+		if err := db.phase(ctx, todo, build, take); err != nil {
+			return nil, err
+		}
+		tx.rounds++
 		if ab != nil {
 			return ab, nil
 		}
@@ -249,30 +234,17 @@ func (tx *Tx) prepare(ctx context.Context, keys []*pkey, ts uint64) (*txn.AbortE
 	return nil, nil
 }
 
+// met notes prepared timestamp pw, found on key k, for resolving once
+// the transaction has aborted, if its lease has run out.
+func (tx *Tx) met(pw uint64, k *pkey) {
+	if expired(pw, time.Now(), tx.db.cfg.Lease) {
+		tx.help = append(tx.help, help{k, pw})
+	}
+}
+
 // readAddr is the pending version's address a write validation chain
 // read back (0 when the chain stopped before).
 func readAddr(ch *chain) uint64 { return binary.NativeEndian.Uint64(ch.buf[offAlloc:]) }
-
-// runAll posts every key's chain, then waits for them all. On an error
-// the chains not yet waited for are abandoned (their slots come back as
-// they complete, or never, on a failed connection).
-func runAll(ctx context.Context, keys []*pkey) error {
-	for i, k := range keys {
-		if err := k.ch.post(); err != nil {
-			for _, k := range keys[i:] {
-				k.ch.release()
-			}
-			return err
-		}
-	}
-	var first error
-	for _, k := range keys {
-		if _, err := k.ch.wait(ctx); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
 
 // decide writes the commit verdict into the client id's record: won is
 // false when a client that found the transaction's timestamp past its
@@ -300,36 +272,28 @@ func (tx *Tx) decide(ctx context.Context, id *clientID, ts uint64) (won bool, er
 func (tx *Tx) install(ctx context.Context, keys []*pkey, ts uint64) bool {
 	var ws []*pkey
 	for _, k := range keys {
-		if k.w == nil {
-			continue
+		if k.w != nil {
+			ws = append(ws, k)
 		}
-		ch, err := k.c.acquire(ctx, listCap)
-		if err != nil {
-			return false
+	}
+	build := func(k *pkey, ch *chain) { install(ch, k.c.lay.slot(k.ki.slot), ts) }
+	take := func(k *pkey, ch *chain) {
+		if ch.word(wC) < ts {
+			k.c.giveBack(ch.word(wPtr))
 		}
-		k.ch = ch
-		install(ch, k.c.lay.slot(k.ki.slot), ts)
-		ws = append(ws, k)
+		k.ki.c.Store(ts)
 	}
 	if testHook != nil && len(ws) > 1 {
-		if err := runAll(ctx, ws[:1]); err != nil {
+		if err := tx.db.phase(ctx, ws[:1], build, take); err != nil {
 			return false
 		}
 		hook(hookInstalling, tx.db)
-		if err := runAll(ctx, ws[1:]); err != nil {
-			return false
-		}
-	} else if err := runAll(ctx, ws); err != nil {
+		ws = ws[1:]
+	}
+	if err := tx.db.phase(ctx, ws, build, take); err != nil {
 		return false
 	}
 	tx.rounds++
-	for _, k := range ws {
-		if k.ch.word(wC) < ts {
-			k.c.giveBack(k.ch.word(wPtr))
-		}
-		k.ch.release()
-		k.ki.c.Store(ts)
-	}
 	return true
 }
 
@@ -341,26 +305,14 @@ func (tx *Tx) abort(ctx context.Context, id *clientID, keys []*pkey, ts uint64, 
 	var locked []*pkey
 	for _, k := range keys {
 		if k.locked {
-			ch, e := k.c.acquire(ctx, listCap)
-			if e != nil {
-				err = errors.Join(err, e)
-				break
-			}
-			k.ch = ch
-			raiseC(ch, k.c.lay.slot(k.ki.slot), ts)
 			locked = append(locked, k)
 		}
 	}
 	clean := err == nil
-	if len(locked) > 0 {
-		if e := runAll(ctx, locked); e != nil {
-			clean = false
-		} else {
-			for _, k := range locked {
-				k.ch.release()
-				k.c.giveBack(k.pend)
-			}
-		}
+	e := tx.db.phase(ctx, locked, func(k *pkey, ch *chain) { raiseC(ch, k.c.lay.slot(k.ki.slot), ts) },
+		func(k *pkey, _ *chain) { k.c.giveBack(k.pend) })
+	if e != nil {
+		clean = false
 	}
 	tx.db.putID(id, clean)
 	for _, h := range tx.help {

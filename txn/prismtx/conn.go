@@ -53,6 +53,7 @@ type conn struct {
 	pmu    sync.Mutex
 	failed error
 
+	routed  bool // tag registered with the rpc client's router
 	returns returner
 	lists   atomic.Uint64
 }
@@ -101,9 +102,11 @@ func dial(ctx context.Context, dev verbs.Device, pd verbs.PD, idx int, addr, tok
 	if c.mr, err = pd.AllocMR((slots+1)*chainBuf, verbs.AccessLocalWrite); err != nil {
 		return nil, err
 	}
-	if c.tag, err = c.rpc.Router().Register(c.complete); err != nil {
+	tag, err := c.rpc.Router().Register(c.complete)
+	if err != nil {
 		return nil, err
 	}
+	c.tag, c.routed = tag, true
 	// Slot number slots is the returner's.
 	c.free, c.done = make(chan int, slots), make([]chan verbs.WC, slots+1)
 	c.wrs, c.sgl = make([][listCap]verbs.SendWR, slots), make([][listCap]verbs.SGE, slots)
@@ -281,8 +284,10 @@ func (c *conn) close() {
 	if c.cm != nil {
 		c.cm.Close()
 	}
-	if c.mr != nil {
+	if c.routed {
 		c.rpc.Router().Unregister(c.tag)
+	}
+	if c.mr != nil {
 		c.mr.Deregister()
 	}
 	c.cq.Destroy()

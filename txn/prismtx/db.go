@@ -71,7 +71,8 @@ type DB struct {
 	pd     verbs.PD
 	conns  []*conn
 
-	keys sync.Map // string → *keyInfo
+	keys sync.Map   // string → *keyInfo
+	acq  sync.Mutex // one phase acquires its slots at a time (phase.go)
 
 	idmu   sync.Mutex
 	idFree []*clientID // claimed ids with nothing unresolved

@@ -200,3 +200,60 @@ func total(t *testing.T, db txn.DB, accounts int) uint64 {
 	}
 	return sum
 }
+
+// TestFewSlots: transactions of eight keys, from 16 goroutines, on
+// connections of 4 slots: a phase runs in batches, and transactions
+// waiting for slots never wait for each other.
+func TestFewSlots(t *testing.T) {
+	b := newBed(t, 3)
+	cfg := b.config()
+	cfg.Slots = 4
+	db := b.dial(cfg)
+	ctx := tctx(t)
+	const keys = 24
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				err := txn.Run(ctx, db, func(tx txn.Tx) error {
+					for j := range 8 {
+						k := []byte(fmt.Sprintf("few/%d", (g*3+i*5+j)%keys))
+						v, err := tx.Get(k)
+						if err != nil && err != txn.ErrNotFound {
+							return err
+						}
+						if err := tx.Put(k, append(v, 'x')); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var n int
+	err := txn.Run(ctx, db, func(tx txn.Tx) error {
+		n = 0
+		for j := range keys {
+			v, err := tx.Get([]byte(fmt.Sprintf("few/%d", j)))
+			if err != nil && err != txn.ErrNotFound {
+				return err
+			}
+			n += len(v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 16*10*8 {
+		t.Fatalf("%d increments survived, want %d", n, 16*10*8)
+	}
+}
