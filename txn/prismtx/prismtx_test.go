@@ -201,7 +201,7 @@ func total(t *testing.T, db txn.DB, accounts int) uint64 {
 	return sum
 }
 
-// TestFewSlots: transactions of eight keys, from 16 goroutines, on
+// TestFewSlots: transactions of eight keys, from 8 goroutines, on
 // connections of 4 slots: a phase runs in batches, and transactions
 // waiting for slots never wait for each other.
 func TestFewSlots(t *testing.T) {
@@ -210,16 +210,16 @@ func TestFewSlots(t *testing.T) {
 	cfg.Slots = 4
 	db := b.dial(cfg)
 	ctx := tctx(t)
-	const keys = 24
+	const keys, goroutines = 96, 8
 	var wg sync.WaitGroup
-	for g := range 16 {
+	for g := range goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range 10 {
 				err := txn.Run(ctx, db, func(tx txn.Tx) error {
 					for j := range 8 {
-						k := []byte(fmt.Sprintf("few/%d", (g*3+i*5+j)%keys))
+						k := []byte(fmt.Sprintf("few/%d", (g*12+i*7+j)%keys))
 						v, err := tx.Get(k)
 						if err != nil && err != txn.ErrNotFound {
 							return err
@@ -253,7 +253,7 @@ func TestFewSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 16*10*8 {
-		t.Fatalf("%d increments survived, want %d", n, 16*10*8)
+	if n != goroutines*10*8 {
+		t.Fatalf("%d increments survived, want %d", n, goroutines*10*8)
 	}
 }
