@@ -15,9 +15,9 @@ import (
 
 	"github.com/rdmakit/rdmakit/internal/remotedev"
 	"github.com/rdmakit/rdmakit/memnode"
+	_ "github.com/rdmakit/rdmakit/transport/tcp"
 	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/txn/prismtx"
-	_ "github.com/rdmakit/rdmakit/transport/tcp"
 )
 
 // Child roles: a node process (argument: none; it says "ready CM" and
