@@ -61,12 +61,20 @@ func writeValidate(ch *chain, slot, g, ts uint64, n int) {
 // forward run the same CAS; one of them wins. The previous ⟨C, ptr⟩
 // names the version replaced.
 func install(ch *chain, slot, ts uint64) {
-	ch.sgl[0] = ch.sge(offOld, 32)
-	ch.wrs[0] = verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, Flags: verbs.FlagIndirectArg, RemoteAddr: slot, RKey: ch.c.lay.RKey,
-		ArgAddr: slot + 32, SGL: ch.sgl[0:1],
+	installAt(ch, 0, offOld, slot, ts, 0)
+	ch.wrs = ch.wrs[:1]
+}
+
+// installAt fills request i of the chain's list with install's CAS, its
+// result at off, with flags (CONDITIONAL in the decision's list). The
+// result's C word starts all ones: a CAS that did not run leaves it so.
+func installAt(ch *chain, i, off int, slot, ts uint64, flags verbs.SendFlags) {
+	binary.NativeEndian.PutUint64(ch.buf[off+8*wC:], all)
+	ch.sgl[i] = ch.sge(off, 32)
+	ch.wrs[i] = verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, Flags: flags | verbs.FlagIndirectArg, RemoteAddr: slot, RKey: ch.c.lay.RKey,
+		ArgAddr: slot + 32, SGL: ch.sgl[i : i+1],
 		Atomic: verbs.AtomicArgs{Size: 32, Op: verbs.CmpLess, Compare: [4]uint64{0, 0, ts}, CompareMask: [4]uint64{0, 0, all},
 			SwapMask: [4]uint64{0, 0, all, all}}}
-	ch.wrs = ch.wrs[:1]
 }
 
 // raiseC: C = ts if C < ts, the pointer left as it is — the abort
@@ -79,7 +87,8 @@ func raiseC(ch *chain, slot, ts uint64) {
 	ch.wrs = ch.wrs[:1]
 }
 
-// decide: a 16-byte CAS on client id's decision record: ⟨ts, verdict⟩ if
+// decide: a 16-byte CAS on client id's decision record (on node id mod
+// nodes): ⟨ts, verdict⟩ if
 // the record's timestamp is smaller than ts. The previous record says
 // who decided first: a timestamp below ts means this CAS did.
 func decide(ch *chain, id uint16, ts, verdict uint64) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rdmakit/rdmakit/txn"
+	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // pkey is one key of a committing transaction.
@@ -64,7 +65,8 @@ func (tx *Tx) Commit() error {
 	if len(keys) == 0 || (len(tx.writes) == 0 && db.cfg.SkipValidation) {
 		return tx.committed(0)
 	}
-	id, err := db.takeID(tx.ctx)
+	coord := tx.coordinator(keys)
+	id, err := db.takeID(tx.ctx, coord)
 	if err != nil {
 		return err
 	}
@@ -97,7 +99,7 @@ func (tx *Tx) Commit() error {
 		return tx.abortStep(step, id, keys, ts, txn.Abort(txn.Timeout, nil, err), nil)
 	}
 	ctx, cancel = step()
-	won, err := tx.decide(ctx, id, ts)
+	rest, won, err := tx.decide(ctx, id, ts, keys)
 	cancel()
 	if err != nil {
 		db.putID(id, false) // the verdict is unknown: resolvers settle it after the lease
@@ -108,9 +110,26 @@ func (tx *Tx) Commit() error {
 	}
 	hook(hookDecided, db)
 	ctx, cancel = step()
-	db.putID(id, tx.install(ctx, keys, ts))
+	db.putID(id, tx.install(ctx, rest, ts))
 	cancel()
 	return tx.committed(ts)
+}
+
+// coordinator is the node whose decision record a transaction uses: the
+// one with most of its writes (installed in the decision's own list), or
+// its first key's for a read-only transaction.
+func (tx *Tx) coordinator(keys []*pkey) int {
+	n := make([]int, len(tx.db.conns))
+	best := keys[0].c.idx
+	for _, k := range keys {
+		if k.w != nil {
+			n[k.c.idx]++
+			if n[k.c.idx] > n[best] {
+				best = k.c.idx
+			}
+		}
+	}
+	return best
 }
 
 // abortStep is abort with a fresh step context.
@@ -246,35 +265,64 @@ func (tx *Tx) met(pw uint64, k *pkey) {
 // read back (0 when the chain stopped before).
 func readAddr(ch *chain) uint64 { return binary.NativeEndian.Uint64(ch.buf[offAlloc:]) }
 
-// decide writes the commit verdict into the client id's record: won is
-// false when a client that found the transaction's timestamp past its
-// lease wrote the abort first.
-func (tx *Tx) decide(ctx context.Context, id *clientID, ts uint64) (won bool, err error) {
+// decide writes the commit verdict into the client id's record, and in
+// the same list installs the writes on the record's node, each install
+// CONDITIONAL on the request before it (one round trip). won is false
+// when a client that found the transaction past its lease wrote the
+// abort first (then nothing was installed). rest are the writes left to
+// install: those on other nodes, and any the list did not reach (an
+// install before it found C ≥ ts: a resolver rolled that key forward).
+func (tx *Tx) decide(ctx context.Context, id *clientID, ts uint64, keys []*pkey) (rest []*pkey, won bool, err error) {
 	c := tx.db.conns[int(id.id)%len(tx.db.conns)]
 	ch, err := c.acquire(ctx, listCap)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	decide(ch, id.id, ts, verdictCommit)
+	ch.wrs = ch.wrs[:listCap]
+	var local []*pkey
+	for _, k := range keys {
+		if k.w == nil {
+			continue
+		}
+		if k.c != c || len(local) == listCap-1 {
+			rest = append(rest, k)
+			continue
+		}
+		installAt(ch, 1+len(local), offItem+32*len(local), c.lay.slot(k.ki.slot), ts, verbs.FlagConditional)
+		local = append(local, k)
+	}
+	ch.wrs = ch.wrs[:1+len(local)]
 	if _, err := ch.run(ctx); err != nil {
-		return false, err
+		return nil, false, err
 	}
 	tx.rounds++
-	old := ch.word(0)
-	ch.release()
-	return old < ts, nil
+	defer ch.release()
+	if ch.word(0) >= ts {
+		return nil, false, nil
+	}
+	for i, k := range local {
+		res := ch.buf[offItem+32*i:]
+		switch old := binary.NativeEndian.Uint64(res[8*wC:]); {
+		case old == all:
+			rest = append(rest, k) // not reached
+		case old < ts:
+			k.c.giveBack(binary.NativeEndian.Uint64(res[8*wPtr:]))
+			fallthrough
+		default:
+			k.ki.c.Store(ts)
+		}
+	}
+	return rest, true, nil
 }
 
-// install installs every write (one round trip) and gives back the
-// versions replaced; it reports whether every install answered (else
-// the client id is burned: clients roll the rest forward after the
-// lease).
-func (tx *Tx) install(ctx context.Context, keys []*pkey, ts uint64) bool {
-	var ws []*pkey
-	for _, k := range keys {
-		if k.w != nil {
-			ws = append(ws, k)
-		}
+// install installs the writes ws the decision's list did not (one round
+// trip, none when there are none) and gives back the versions replaced;
+// it reports whether every install answered (else the client id is
+// burned: clients roll the rest forward after the lease).
+func (tx *Tx) install(ctx context.Context, ws []*pkey, ts uint64) bool {
+	if len(ws) == 0 {
+		return true
 	}
 	build := func(k *pkey, ch *chain) { install(ch, k.c.lay.slot(k.ki.slot), ts) }
 	take := func(k *pkey, ch *chain) {

@@ -75,8 +75,7 @@ type DB struct {
 	acq  sync.Mutex // one phase acquires its slots at a time (phase.go)
 
 	idmu   sync.Mutex
-	idFree []*clientID // claimed ids with nothing unresolved
-	idAll  int         // ids claimed, burned included
+	idFree [][]*clientID // claimed ids with nothing unresolved, by id mod nodes
 
 	closed atomic.Bool
 	life   sync.RWMutex
@@ -121,7 +120,7 @@ func Dial(ctx context.Context, cfg Config) (_ *DB, err error) {
 		}
 		return nil, err
 	}
-	db := &DB{cfg: cfg, dev: dev, ownDev: own, pd: pd}
+	db := &DB{cfg: cfg, dev: dev, ownDev: own, pd: pd, idFree: make([][]*clientID, len(cfg.Nodes))}
 	defer func() {
 		if err != nil {
 			db.Close()
@@ -153,24 +152,18 @@ func (db *DB) home(key []byte, c *conn) int {
 	return int(txn.Hash(key) / uint64(len(db.conns)) % uint64(c.lay.Slots))
 }
 
-// takeID hands out a claimed id, claiming a new one when none is free.
-func (db *DB) takeID(ctx context.Context) (*clientID, error) {
+// takeID hands out a claimed id whose decision record is on node
+// coord (id mod nodes = coord), claiming a new one when none is free.
+func (db *DB) takeID(ctx context.Context, coord int) (*clientID, error) {
 	db.idmu.Lock()
-	if n := len(db.idFree); n > 0 {
-		id := db.idFree[n-1]
-		db.idFree = db.idFree[:n-1]
+	if free := db.idFree[coord]; len(free) > 0 {
+		id := free[len(free)-1]
+		db.idFree[coord] = free[:len(free)-1]
 		db.idmu.Unlock()
 		return id, nil
 	}
-	db.idAll++
 	db.idmu.Unlock()
-	id, err := db.claim(ctx)
-	if err != nil {
-		db.idmu.Lock()
-		db.idAll--
-		db.idmu.Unlock()
-	}
-	return id, err
+	return db.claim(ctx, coord)
 }
 
 // putID gives an id back; clean says none of its transactions is left
@@ -183,17 +176,22 @@ func (db *DB) putID(id *clientID, clean bool) {
 		db.stats.burned.Add(1)
 		return
 	}
+	coord := int(id.id) % len(db.conns)
 	db.idmu.Lock()
-	db.idFree = append(db.idFree, id)
+	db.idFree[coord] = append(db.idFree[coord], id)
 	db.idmu.Unlock()
 }
 
-// claim claims a random client id at every node: all must grant it, so
-// two live clients never share one.
-func (db *DB) claim(ctx context.Context) (*clientID, error) {
+// claim claims a random client id (≡ coord mod nodes) at every node: all
+// must grant it, so two live clients never share one.
+func (db *DB) claim(ctx context.Context, coord int) (*clientID, error) {
 	var req [2]byte
+	n := len(db.conns)
 	for range 64 {
-		id := uint16(1 + rand.N(maxClients-1))
+		id := uint16(n*rand.N((maxClients-1)/n) + coord)
+		if id == 0 {
+			id = uint16(n)
+		}
 		binary.LittleEndian.PutUint16(req[:], id)
 		granted := 0
 		var err error
@@ -228,10 +226,12 @@ func (db *DB) Close() error {
 	defer cancel()
 	var req [2]byte
 	db.idmu.Lock()
-	for _, id := range db.idFree {
-		binary.LittleEndian.PutUint16(req[:], id.id)
-		for _, c := range db.conns {
-			c.call(ctx, MethodRelease, req[:])
+	for _, free := range db.idFree {
+		for _, id := range free {
+			binary.LittleEndian.PutUint16(req[:], id.id)
+			for _, c := range db.conns {
+				c.call(ctx, MethodRelease, req[:])
+			}
 		}
 	}
 	db.idFree = nil

@@ -17,7 +17,7 @@ import (
 // after the commit decision and half-way through installation, 51 times,
 // ten at a time, while four healthy clients keep transferring between
 // the same accounts. Each victim's transaction is a transfer plus a
-// marker key of its own. Checked:
+// marker key of its own, on three nodes (spread). Checked:
 //
 //   - the healthy clients keep committing, and no transfer of theirs
 //     waits for a victim's key much longer than the lease;
@@ -110,14 +110,14 @@ func TestStoppedClients(t *testing.T) {
 		before := commits.Load()
 		var round []*victim
 		for j := range perRound {
-			v := &victim{db: b.dial(cfg()), point: points[j], marker: fmt.Sprintf("victim/%d/%d", r, j), err: make(chan error, 1)}
+			from, to, marker := spread(accounts, r*perRound+j, fmt.Sprintf("victim/%d/%d", r, j))
+			v := &victim{db: b.dial(cfg()), point: points[j], marker: marker, err: make(chan error, 1)}
 			// Before its Close (cleanups run last first), which waits for
 			// its Commit.
 			t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
 			vmu.Lock()
 			stopAt[v.db] = v.point
 			vmu.Unlock()
-			from, to := (r+j)%accounts, (r+j+5)%accounts
 			go func() {
 				// Again while it aborts before its stop; the outcome of
 				// the attempt that stopped is the victim's.
@@ -216,4 +216,23 @@ func transferIn(tx txn.Tx, from, to int, amount uint64, marker string) error {
 		return err
 	}
 	return tx.Put([]byte(marker), []byte("1"))
+}
+
+// spread picks, from seed i, two accounts and a marker key (name plus a
+// suffix) on three different shards of three: a victim's transaction
+// then has writes left to install on two nodes after its decision list.
+func spread(accounts, i int, name string) (from, to int, marker string) {
+	shard := func(k []byte) int { return txn.Shard(k, 3) }
+	for d := 0; ; d++ {
+		from, to = (i+d)%accounts, (i+d*7+5)%accounts
+		if shard(acct(from)) == shard(acct(to)) {
+			continue
+		}
+		for m := 0; m < 16; m++ {
+			marker = fmt.Sprintf("%s.%d", name, m)
+			if s := shard([]byte(marker)); s != shard(acct(from)) && s != shard(acct(to)) {
+				return from, to, marker
+			}
+		}
+	}
 }

@@ -166,8 +166,9 @@ func TestKilledClientsTCP(t *testing.T) {
 	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 	points := []string{prismtx.HookPrepared, prismtx.HookDecided, prismtx.HookInstalling}
 	for i := range killCount(t) {
-		point, marker := points[i%len(points)], fmt.Sprintf("killed/%d", i)
-		arg := fmt.Sprintf("%s|%s|%d|%d|%s", point, marker, i%accounts, (i+5)%accounts, strings.Join(addrs, ","))
+		point := points[i%len(points)]
+		from, to, marker := spread(accounts, i, fmt.Sprintf("killed/%d", i))
+		arg := fmt.Sprintf("%s|%s|%d|%d|%s", point, marker, from, to, strings.Join(addrs, ","))
 		v, err := remotedev.StartChild(victimRole, arg)
 		if err != nil {
 			t.Fatal(err)
