@@ -109,9 +109,28 @@ func (tx *Tx) Commit() error {
 		return tx.abortStep(step, id, keys, ts, txn.Abort(txn.Timeout, nil, errLeaseLost), nil)
 	}
 	hook(hookDecided, db)
-	ctx, cancel = step()
-	db.putID(id, tx.install(ctx, rest, ts))
-	cancel()
+	// The transaction is committed: resolvers would roll the rest
+	// forward. The writes on other nodes are installed in the background
+	// unless Config.SyncInstall says to wait for them.
+	if len(rest) == 0 {
+		db.putID(id, true)
+		return tx.committed(ts)
+	}
+	if db.cfg.SyncInstall {
+		ctx, cancel = step()
+		db.putID(id, tx.install(ctx, rest, ts))
+		cancel()
+		tx.rounds++
+		return tx.committed(ts)
+	}
+	db.bg.Add(1)
+	go func() {
+		defer db.bg.Done()
+		ctx, cancel := step()
+		db.putID(id, tx.install(ctx, rest, ts))
+		cancel()
+		db.stats.background.Add(1)
+	}()
 	return tx.committed(ts)
 }
 
@@ -317,9 +336,10 @@ func (tx *Tx) decide(ctx context.Context, id *clientID, ts uint64, keys []*pkey)
 }
 
 // install installs the writes ws the decision's list did not (one round
-// trip, none when there are none) and gives back the versions replaced;
-// it reports whether every install answered (else the client id is
-// burned: clients roll the rest forward after the lease).
+// trip) and gives back the versions replaced; it reports whether every
+// install answered (else the client id is burned: clients roll the rest
+// forward after the lease). It may run after Commit returned: it touches
+// nothing of tx but ws.
 func (tx *Tx) install(ctx context.Context, ws []*pkey, ts uint64) bool {
 	if len(ws) == 0 {
 		return true
@@ -331,18 +351,14 @@ func (tx *Tx) install(ctx context.Context, ws []*pkey, ts uint64) bool {
 		}
 		k.ki.c.Store(ts)
 	}
-	if testHook != nil && len(ws) > 1 {
+	if hooked() && len(ws) > 1 {
 		if err := tx.db.phase(ctx, ws[:1], build, take); err != nil {
 			return false
 		}
 		hook(hookInstalling, tx.db)
 		ws = ws[1:]
 	}
-	if err := tx.db.phase(ctx, ws, build, take); err != nil {
-		return false
-	}
-	tx.rounds++
-	return true
+	return tx.db.phase(ctx, ws, build, take) == nil
 }
 
 // abort ends a transaction that will not commit: for each key whose PW

@@ -37,6 +37,11 @@ type Config struct {
 	// version costs a second READ, of its exact length, and the DB then
 	// reads that key with its length.
 	ReadSize int
+	// SyncInstall makes Commit wait for the installation of the writes
+	// on nodes other than the decision's (one more round trip) instead
+	// of returning once the transaction is decided and leaving them to
+	// the background.
+	SyncInstall bool
 	// SkipValidation turns validation off: no read validation, and write
 	// validation only locks (the negative control of the serializability
 	// checker: write skew then commits). Never for real use.
@@ -71,8 +76,9 @@ type DB struct {
 	pd     verbs.PD
 	conns  []*conn
 
-	keys sync.Map   // string → *keyInfo
-	acq  sync.Mutex // one phase acquires its slots at a time (phase.go)
+	keys sync.Map       // string → *keyInfo
+	acq  sync.Mutex     // one phase acquires its slots at a time (phase.go)
+	bg   sync.WaitGroup // installations in the background
 
 	idmu   sync.Mutex
 	idFree [][]*clientID // claimed ids with nothing unresolved, by id mod nodes
@@ -222,6 +228,7 @@ func (db *DB) Close() error {
 	}
 	db.life.Lock() // no commit is under way
 	defer db.life.Unlock()
+	db.bg.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	var req [2]byte

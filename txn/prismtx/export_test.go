@@ -9,4 +9,10 @@ const (
 
 // SetHook sets the test hook (nil removes it); call it before clients
 // start.
-func SetHook(h func(point string, db *DB)) { testHook = h }
+func SetHook(h func(point string, db *DB)) {
+	if h == nil {
+		testHook.Store(nil)
+		return
+	}
+	testHook.Store(&h)
+}

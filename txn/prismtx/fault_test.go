@@ -139,10 +139,10 @@ func TestStoppedClients(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 			}()
+			// (A victim stopped while installing in the background has
+			// returned from Commit already.)
 			select {
 			case <-stopped:
-			case err := <-v.err:
-				t.Fatalf("victim %s finished before its stop at %s: %v", v.marker, v.point, err)
 			case <-ctx.Done():
 				t.Fatal("victim never reached its stop")
 			}

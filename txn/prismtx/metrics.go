@@ -8,11 +8,12 @@ import (
 
 // counters are a DB's running totals (Stats reads them).
 type counters struct {
-	commits  atomic.Uint64
-	aborts   [txn.UserAbort + 1]atomic.Uint64
-	rounds   atomic.Uint64 // round trips of committed transactions (execute, prepare, decide, install)
-	resolved atomic.Uint64
-	burned   atomic.Uint64
+	commits    atomic.Uint64
+	aborts     [txn.UserAbort + 1]atomic.Uint64
+	rounds     atomic.Uint64 // round trips of committed transactions (execute, prepare, decide, install)
+	resolved   atomic.Uint64
+	burned     atomic.Uint64
+	background atomic.Uint64
 }
 
 // Stats are a DB's counters since Dial: what the experiments report.
@@ -21,12 +22,15 @@ type Stats struct {
 	// reason (index txn.Reason).
 	Commits uint64
 	Aborts  [txn.UserAbort + 1]uint64
-	// RoundTrips counts the round trips of committed transactions:
-	// each step that waits for the nodes (a GET, a slot lookup, prepare,
-	// the decision, installation) is one, whatever the number of nodes
-	// its lists go to in parallel. RoundTrips/Commits is the round trips
-	// per committed transaction.
+	// RoundTrips counts the round trips committed transactions waited
+	// for: each step that waits for the nodes (a GET, a slot lookup,
+	// prepare, the decision, installation with Config.SyncInstall) is
+	// one, whatever the number of nodes its lists go to in parallel.
+	// RoundTrips/Commits is the round trips per committed transaction.
 	RoundTrips uint64
+	// Background counts the installations run after their Commit
+	// returned (one round trip each, that no caller waited for).
+	Background uint64
 	// Lists counts the request lists posted (every transaction, and the
 	// returns of replaced versions).
 	Lists uint64
@@ -41,7 +45,7 @@ type Stats struct {
 // Stats returns the DB's counters.
 func (db *DB) Stats() Stats {
 	s := Stats{Commits: db.stats.commits.Load(), RoundTrips: db.stats.rounds.Load(),
-		Resolved: db.stats.resolved.Load(), Burned: db.stats.burned.Load()}
+		Resolved: db.stats.resolved.Load(), Burned: db.stats.burned.Load(), Background: db.stats.background.Load()}
 	for i := range s.Aborts {
 		s.Aborts[i] = db.stats.aborts[i].Load()
 	}

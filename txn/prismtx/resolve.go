@@ -1,6 +1,10 @@
 package prismtx
 
-import "context"
+import (
+	"context"
+
+	"github.com/rdmakit/rdmakit/verbs"
+)
 
 // resolve settles prepared timestamp p, found in key ki's slot (at node
 // c) with PW = p > C after p's lease ran out: its client died between
@@ -60,4 +64,46 @@ func (db *DB) resolve(ctx context.Context, c *conn, ki *keyInfo, p uint64, round
 	ch.release()
 	db.stats.resolved.Add(1)
 	return nil
+}
+
+// rollIfCommitted rolls prepared timestamp p on key ki forward if p's
+// decision record already says commit: its owner returned from Commit
+// and is installing its writes on other nodes in the background (or
+// died doing so). Installing a committed write needs no lease, so a GET
+// that meets one does not wait for the owner: it reads the record (a
+// CAS that swaps nothing: an atomic 16-byte read), installs, and reads
+// again — so a transaction that begins after another's Commit returned
+// sees its writes. It reports whether p was committed.
+func (db *DB) rollIfCommitted(ctx context.Context, c *conn, ki *keyInfo, p uint64, rounds *int) (bool, error) {
+	rc := db.conns[int(idOf(p))%len(db.conns)]
+	ch, err := rc.acquire(ctx, listCap)
+	if err != nil {
+		return false, err
+	}
+	ch.sgl[0] = ch.sge(offOld, 16)
+	ch.wrs[0] = verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, RemoteAddr: rc.lay.record(idOf(p)), RKey: rc.lay.RKey, SGL: ch.sgl[0:1],
+		Atomic: verbs.AtomicArgs{Size: 16, Op: verbs.CmpEqual}}
+	ch.wrs = ch.wrs[:1]
+	if _, err := ch.run(ctx); err != nil {
+		return false, err
+	}
+	*rounds++
+	ts, verdict := ch.word(0), ch.word(1)
+	ch.release()
+	if ts != p || verdict != verdictCommit {
+		return false, nil
+	}
+	if ch, err = c.acquire(ctx, listCap); err != nil {
+		return false, err
+	}
+	install(ch, c.lay.slot(ki.slot), p)
+	if _, err := ch.run(ctx); err != nil {
+		return false, err
+	}
+	*rounds++
+	if ch.word(wC) < p {
+		c.giveBack(ch.word(wPtr))
+	}
+	ch.release()
+	return true, nil
 }

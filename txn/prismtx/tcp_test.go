@@ -72,7 +72,15 @@ func init() {
 			if err == nil {
 				err = tx.Commit()
 			}
-			if !errors.Is(err, txn.ErrAborted) || reached.Load() {
+			// A stop in the background installation comes after
+			// Commit returned: wait for it there.
+			for i := 0; err == nil && !reached.Load() && i < 1000; i++ {
+				time.Sleep(time.Millisecond)
+			}
+			if reached.Load() {
+				select {} // stopped in the background: until killed
+			}
+			if !errors.Is(err, txn.ErrAborted) {
 				fmt.Println("done", err)
 				return 1
 			}

@@ -151,8 +151,10 @@ const maxRereads = 6
 // slot's first half (PW, PR, C, ptr) and an indirect READ through its
 // pointer. The two are not one atomic read; the version read is never
 // older than the slot read, so RC = max(C, version's timestamp) (see
-// readEntry). A slot whose prepared writer's lease has run out is
-// resolved first (resolve.go).
+// readEntry). A slot with a prepared writer (PW > C) costs a look at its
+// decision: committed, the write is rolled forward (rollIfCommitted);
+// past its lease, it is resolved (resolve.go); then the key is read
+// again.
 func (db *DB) fetch(ctx context.Context, key []byte, rounds *int) (*readEntry, error) {
 	c, ki, err := db.lookup(ctx, key, rounds)
 	if err != nil {
@@ -162,6 +164,7 @@ func (db *DB) fetch(ctx context.Context, key []byte, rounds *int) (*readEntry, e
 	if n := int(ki.size.Load()); n > 0 {
 		size = n
 	}
+	looked := false // at a prepared writer's decision: once per GET
 	for range maxRereads {
 		ch, err := c.acquire(ctx, 2)
 		if err != nil {
@@ -192,11 +195,22 @@ func (db *DB) fetch(ctx context.Context, key []byte, rounds *int) (*readEntry, e
 			}
 			continue
 		}
-		if pw > cs && expired(pw, time.Now(), db.cfg.Lease) {
+		if pw > cs && !looked {
+			// A prepared writer: committed (installing in the
+			// background) → roll it forward; past its lease → resolve
+			// it; else it is not committed, and the version to read is
+			// the committed one. Either way, read again.
 			ch.release()
-			if err := db.resolve(ctx, c, ki, pw, rounds); err != nil {
+			rolled, err := db.rollIfCommitted(ctx, c, ki, pw, rounds)
+			if err != nil {
 				return nil, err
 			}
+			if !rolled && expired(pw, time.Now(), db.cfg.Lease) {
+				if err := db.resolve(ctx, c, ki, pw, rounds); err != nil {
+					return nil, err
+				}
+			}
+			looked = true
 			continue
 		}
 		r := &readEntry{c: c, ki: ki, rc: max(cs, it.ts), ver: it.ts, absent: it.flags&(flagAbsent|flagTomb) != 0}
