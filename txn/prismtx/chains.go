@@ -30,16 +30,22 @@ func readValidate(ch *chain, slot, rc, ts uint64) {
 // the client check ts > PR. Chained on its success, in the same list:
 // WRITE ts into the scratch area, ALLOCATE the pending version (the item
 // already at offItem, n bytes) with its address redirected next to it,
-// WRITE ⟨ts, address⟩ from the scratch area into the slot's ⟨pendTS,
-// pendPtr⟩ (INDIRECT_ARG), READ the address back.
+// READ the address back, and a 16-byte CAS that sets the slot's ⟨pendTS,
+// pendPtr⟩ to ⟨ts, address⟩ from the scratch area (INDIRECT_ARG) if
+// pendTS < ts; its previous value lands at offPendOld. pendTS only grows:
+// this CAS may run late (the chain stalled, a resolver aborted ts after
+// its lease and another writer took the key), and then it must not
+// replace that writer's pending version.
 func writeValidate(ch *chain, slot, g, ts uint64, n int) {
 	rkey := ch.c.lay.RKey
 	binary.NativeEndian.PutUint64(ch.buf[offTS:], ts)
 	binary.NativeEndian.PutUint64(ch.buf[offAlloc:], 0)
+	binary.NativeEndian.PutUint64(ch.buf[offPendOld:], all)
 	ch.sgl[0] = ch.sge(offOld, 32)
 	ch.sgl[1] = ch.sge(offTS, 8)
 	ch.sgl[2] = ch.sge(offItem, n)
 	ch.sgl[3] = ch.sge(offAlloc, 8)
+	ch.sgl[4] = ch.sge(offPendOld, 16)
 	cond := verbs.FlagConditional
 	w := ch.wrs[:5]
 	w[0] = verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, RemoteAddr: slot, RKey: rkey, SGL: ch.sgl[0:1],
@@ -48,9 +54,11 @@ func writeValidate(ch *chain, slot, g, ts uint64, n int) {
 	w[1] = verbs.SendWR{Opcode: verbs.OpWrite, Flags: cond | verbs.FlagInline, RemoteAddr: verbs.ScratchAddr(scratchTS), SGL: ch.sgl[1:2]}
 	w[2] = verbs.SendWR{Opcode: verbs.OpAllocate, Flags: cond | verbs.FlagRedirect, RKey: rkey, Queue: class(n),
 		RedirectAddr: verbs.ScratchAddr(scratchPtr), SGL: ch.sgl[2:3]}
-	w[3] = verbs.SendWR{Opcode: verbs.OpWrite, Flags: cond | verbs.FlagIndirectArg, RemoteAddr: slot + offPend, RKey: rkey,
-		ArgAddr: verbs.ScratchAddr(scratchTS), RemoteLen: 16}
-	w[4] = verbs.SendWR{Opcode: verbs.OpRead, Flags: cond, RemoteAddr: verbs.ScratchAddr(scratchPtr), SGL: ch.sgl[3:4]}
+	w[3] = verbs.SendWR{Opcode: verbs.OpRead, Flags: cond, RemoteAddr: verbs.ScratchAddr(scratchPtr), SGL: ch.sgl[3:4]}
+	w[4] = verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, Flags: cond | verbs.FlagIndirectArg, RemoteAddr: slot + offPend, RKey: rkey,
+		ArgAddr: verbs.ScratchAddr(scratchTS), SGL: ch.sgl[4:5],
+		Atomic: verbs.AtomicArgs{Size: 16, Op: verbs.CmpLess, Compare: [4]uint64{ts}, CompareMask: [4]uint64{all},
+			SwapMask: [4]uint64{all, all}}}
 	ch.wrs = w
 }
 

@@ -243,7 +243,12 @@ func (tx *Tx) prepare(ctx context.Context, keys []*pkey, ts uint64) (*txn.AbortE
 			pw, pr, c := ch.word(wPW), ch.word(wPR), ch.word(wC)
 			if pw == k.g && c == k.g {
 				k.locked, k.pend = true, readAddr(ch)
-				if pr >= ts && !db.cfg.SkipValidation {
+				switch {
+				case binary.NativeEndian.Uint64(ch.buf[offPendOld:]) >= ts:
+					// The pending version was not set: ts was resolved
+					// (aborted) and the key taken while the chain ran.
+					fail(txn.Timeout, k)
+				case pr >= ts && !db.cfg.SkipValidation:
 					fail(txn.ValidationFailed, k)
 				}
 				return

@@ -16,13 +16,14 @@ import (
 // A chain's buffer (one per slot of a connection): its results and the
 // item it writes or reads.
 const (
-	offOld   = 0  // a CAS's previous value (32 bytes), or a slot read (64)
-	offAlloc = 64 // the ALLOCATEd buffer's address, read back from the scratch area
-	offTS    = 72 // the timestamp an inline WRITE puts in the scratch area
-	offTail  = 80 // the return ring's tail (FETCH_AND_ADD result)
-	offItem  = 128
-	chainBuf = offItem + (maxItem+tail+63)&^63
-	listCap  = 8
+	offOld     = 0  // a CAS's previous value (32 bytes), or a slot read
+	offPendOld = 32 // the pending version CAS's previous ⟨pendTS, pendPtr⟩
+	offAlloc   = 64 // the ALLOCATEd buffer's address, read back from the scratch area
+	offTS      = 72 // the timestamp an inline WRITE puts in the scratch area
+	offTail    = 80 // the return ring's tail (FETCH_AND_ADD result)
+	offItem    = 128
+	chainBuf   = offItem + (maxItem+tail+63)&^63
+	listCap    = 8
 )
 
 // The scratch area of a write validation chain: ⟨TS, ALLOCATEd address⟩,

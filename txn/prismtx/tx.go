@@ -80,7 +80,13 @@ func (tx *Tx) read(key []byte) (*readEntry, error) {
 	if r, ok := tx.reads[string(key)]; ok {
 		return r, nil
 	}
-	r, err := tx.db.fetch(tx.ctx, key, &tx.rounds)
+	db := tx.db
+	db.life.RLock() // the DB does not close under the read
+	defer db.life.RUnlock()
+	if db.closed.Load() {
+		return nil, txn.ErrClosed
+	}
+	r, err := db.fetch(tx.ctx, key, &tx.rounds)
 	if err != nil {
 		return nil, err
 	}
