@@ -246,7 +246,7 @@ func (tx *Tx) prepare(ctx context.Context, keys []*pkey, ts uint64) (*txn.AbortE
 			if pw == k.g && c == k.g {
 				k.locked, k.pend = true, readAddr(ch)
 				switch {
-				case binary.NativeEndian.Uint64(ch.buf[offPendOld:]) >= ts:
+				case binary.NativeEndian.Uint64(ch.buf[offPendOld+8:]) >= ts:
 					// The pending version was not set: ts was resolved
 					// (aborted) and the key taken while the chain ran.
 					fail(txn.Timeout, k)

@@ -27,15 +27,21 @@
 //	pool            versions: ALLOCATE free lists of 64 B … 8 KiB (prism.Pool)
 //
 //	slot, native-order words (the first half is what the protocol CASes)
-//	┌────┬────┬───┬─────┬────────┬───┬────────┬─────────┐
-//	│ PW │ PR │ C │ ptr │ key id │ 0 │ pendTS │ pendPtr │
-//	└────┴────┴───┴─────┴────────┴───┴────────┴─────────┘
+//	┌────┬────┬─────┬───┬────────┬───┬─────────┬────────┐
+//	│ PW │ PR │ ptr │ C │ key id │ 0 │ pendPtr │ pendTS │
+//	└────┴────┴─────┴───┴────────┴───┴─────────┴────────┘
 //
 // PW is the highest prepared writer's timestamp, PR the highest prepared
 // reader's, C the last committed writer's, ptr its version: an item
 // ⟨TS | key | value⟩ in a buffer from ALLOCATE, never modified while
 // reachable (a delete installs a tombstone item). pendTS and pendPtr are
-// the version a prepared writer ALLOCATEd. A timestamp is ⟨clock time in
+// the version a prepared writer ALLOCATEd. ⟨ptr, C⟩ is a bounded pointer
+// (PRISM's ⟨pointer, bound⟩) whose bound is C: a GET reads through it
+// under the NIC's atomics lock, so it never sees an install half-done (C
+// swapped, ptr not yet), which a plain pointer load can, and which let a
+// transaction validate against the new C with the old version's value (a
+// lost update the checker caught); the bound matters only for C = 0, a key
+// never written, whose read returns no bytes. A timestamp is ⟨clock time in
 // µs (48 bits), client id (16 bits)⟩ in one word, so integer order is
 // timestamp order (clock.go). Invariant: C ≤ PW.
 //
@@ -50,17 +56,17 @@
 // # A transaction
 //
 //	client                                       node NICs (one list per key, all keys at once)
-//	execute  Get ── READ slot[0:32] + indirect READ through ptr ──▶  ⟨PW, PR, C, ptr⟩, the version
+//	execute  Get ── READ slot[0:32] + bounded indirect READ through ⟨ptr, C⟩ ──▶ ⟨PW, PR, ptr, C⟩, the version
 //	         Put, Insert, Delete buffered (Insert and Delete read the key)
 //	         TS = ⟨now, id⟩, later than every RC read
 //	prepare  read key:  CAS16 ⟨PW,PR⟩ < ⟨RC,TS⟩ ? PR = TS                ──▶ old ⟨PW, PR⟩
 //	         write key: CAS32 PW = C = RC ? PW = TS, then (CONDITIONAL)
 //	                    ALLOCATE ⟨TS|key|value⟩ → scratch, READ its address,
-//	                    CAS16 pendTS < TS ? ⟨pendTS, pendPtr⟩ = ⟨TS, addr⟩  ──▶ old ⟨PW, PR, C, ptr⟩, old pend
+//	                    CAS16 pendTS < TS ? ⟨pendPtr, pendTS⟩ = ⟨addr, TS⟩  ──▶ old ⟨PW, PR, ptr, C⟩, old pend
 //	decide   at the coordinator (id mod nodes: the node with most writes), one list:
 //	         CAS16 record[id].ts < TS ? ⟨TS, commit⟩, then for each write there
-//	         (CONDITIONAL) CAS32 C < TS ? ⟨C, ptr⟩ = ⟨pendTS, pendPtr⟩  ──▶ old record, old ⟨C, ptr⟩s
-//	install  writes on the other nodes: the same install CAS           ──▶ old ⟨C, ptr⟩ (in the background)
+//	         (CONDITIONAL) CAS32 C < TS ? ⟨ptr, C⟩ = ⟨pendPtr, pendTS⟩  ──▶ old record, old ⟨ptr, C⟩s
+//	install  writes on the other nodes: the same install CAS           ──▶ old ⟨ptr, C⟩ (in the background)
 //	abort    write key whose PW was raised: CAS C < TS ? C = TS
 //
 // Read validation is the spec's single enhanced CAS: ⟨PW, PR⟩ compared
@@ -131,7 +137,7 @@
 //     whose decision CAS failed, aborts and cleans up its other keys.
 //   - Commit: the resolver rolls the key forward with the owner's own
 //     install CAS, whose operand is the pending version in the slot
-//     (pendTS, pendPtr: set at prepare, before any verdict could be
+//     (pendPtr, pendTS: set at prepare, before any verdict could be
 //     commit — the owner checks that its pending CAS took — and replaced
 //     only by a writer with a later timestamp, which first needs C ≥ TS,
 //     when this CAS fails anyway).

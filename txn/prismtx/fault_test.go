@@ -194,6 +194,13 @@ func TestStoppedClients(t *testing.T) {
 	}
 	if err := h.Check(); err != nil {
 		t.Errorf("%d transactions: %v", h.Len(), err)
+		var ce *check.CycleError
+		if errors.As(err, &ce) {
+			txns := h.Txns()
+			for _, i := range ce.Txns() {
+				t.Logf("T%d: reads %+v writes %+v", i, txns[i].Reads, txns[i].Writes)
+			}
+		}
 	}
 	if sum != accounts*initial {
 		t.Fatalf("total %d, want %d: a transfer was half-applied", sum, accounts*initial)
