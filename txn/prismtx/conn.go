@@ -240,7 +240,9 @@ func (ch *chain) wait(ctx context.Context) (verbs.WC, error) {
 		go func() {
 			select {
 			case <-c.done[i]:
-				c.free <- i
+				if i < len(c.wrs) { // not the returner's
+					c.free <- i
+				}
 			case <-c.rpc.Done():
 			}
 		}()
