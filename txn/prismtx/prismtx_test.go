@@ -292,3 +292,31 @@ func (t tracedTx) Commit() error {
 	}
 	return err
 }
+
+// TestRecycling: clients overwrite keys with 1,000-byte values for four
+// times the nodes' version memory: the replaced versions go back through
+// the return rings and the nodes recycle them.
+func TestRecycling(t *testing.T) {
+	const memory = 1 << 20
+	b := newBedWith(t, 3, prismtx.NodeConfig{Slots: 1024, Memory: memory, Stock: 64 << 10})
+	db := b.dial(b.config())
+	ctx := tctx(t)
+	value := make([]byte, 1000)
+	for i := range 4 * 3 * memory / 2048 {
+		err := txn.Run(ctx, db, func(tx txn.Tx) error {
+			value[0] = byte(i)
+			return tx.Put([]byte(fmt.Sprintf("big/%d", i%16)), value)
+		})
+		if err != nil {
+			t.Fatalf("overwrite %d: %v", i, err)
+		}
+	}
+	var recycled uint64
+	for _, n := range b.nodes {
+		recycled += n.Stats().Recycled
+	}
+	if recycled == 0 {
+		t.Fatal("the nodes recycled no version")
+	}
+	t.Logf("%d versions recycled", recycled)
+}
