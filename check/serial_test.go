@@ -228,15 +228,16 @@ func TestMillionSerial(t *testing.T) {
 	}
 	t.Logf("%d transactions checked in %v", n, time.Since(start))
 	// A transaction that read an old version of a record it wrote (a
-	// lost update) makes a cycle with the writer in between.
-	i := n - 1
+	// lost update) makes a cycle with the writer in between (checked on a
+	// tenth of the history, to keep the test short).
+	i := n / 10
 	for h[i].Writes[0].Version < 2 {
 		i--
 	}
 	w := h[i].Writes[0]
 	h[i].Reads = []txn.Access{acc(w.Key, w.Version-2)}
 	var ce *CycleError
-	if err := Serializable(h); !errors.As(err, &ce) || !slices.Contains(ce.Txns(), i) {
+	if err := Serializable(h[:i+1]); !errors.As(err, &ce) || !slices.Contains(ce.Txns(), i) || len(ce.Cycle) != 2 {
 		t.Fatalf("a lost update in T%d passed or was misreported: %v", i, err)
 	}
 }

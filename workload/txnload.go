@@ -15,8 +15,9 @@ import (
 type TxnLoad struct {
 	// Threads is the number of loading goroutines (default 4).
 	Threads int
-	// Batch is the number of items (customers, subscribers, records)
-	// each load transaction writes (default 8).
+	// Batch is the number of items each load transaction writes
+	// (default: about 24 records: 8 SmallBank customers of 3 records, 2
+	// TATP subscribers of 10 on average, 24 YCSB-T records).
 	Batch int
 	// Seed seeds TATP's population: the batch starting at item i draws
 	// from rand.NewSource(Seed + i), so a population does not depend on
@@ -28,15 +29,15 @@ type TxnLoad struct {
 	Trace func(reads, writes []txn.Access)
 }
 
-// load runs items 0 to n-1 through put, cfg.Batch per transaction, from
-// cfg.Threads goroutines.
-func (cfg TxnLoad) load(ctx context.Context, db txn.DB, n int, put func(tx txn.Tx, item int, r *rand.Rand) error) error {
-	threads, batch := cfg.Threads, cfg.Batch
+// load runs items 0 to n-1 through put, cfg.Batch (or batch) per
+// transaction, from cfg.Threads goroutines.
+func (cfg TxnLoad) load(ctx context.Context, db txn.DB, n, batch int, put func(tx txn.Tx, item int, r *rand.Rand) error) error {
+	threads := cfg.Threads
 	if threads <= 0 {
 		threads = 4
 	}
-	if batch <= 0 {
-		batch = 8
+	if cfg.Batch > 0 {
+		batch = cfg.Batch
 	}
 	seed := cfg.Seed
 	if seed == 0 {
@@ -53,8 +54,11 @@ func (cfg TxnLoad) load(ctx context.Context, db txn.DB, n int, put func(tx txn.T
 			r := rand.New(rand.NewSource(seed))
 			for {
 				first := int(next.Add(int64(batch))) - batch
-				if first >= n || ctx.Err() != nil {
-					errs[t] = ctx.Err()
+				if first >= n {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[t] = fmt.Errorf("workload: loading: %w", err)
 					return
 				}
 				last := min(first+batch, n)
@@ -90,7 +94,7 @@ func (cfg TxnLoad) load(ctx context.Context, db txn.DB, n int, put func(tx txn.T
 // savings and checking balances, InitialBalance each.
 func (s *SmallBank) Load(ctx context.Context, db txn.DB, cfg TxnLoad) error {
 	bal := binary.BigEndian.AppendUint64(nil, uint64(s.Initial()))
-	return cfg.load(ctx, db, s.NumAccounts(), func(tx txn.Tx, i int, _ *rand.Rand) error {
+	return cfg.load(ctx, db, s.NumAccounts(), 8, func(tx txn.Tx, i int, _ *rand.Rand) error {
 		id := uint64(i)
 		if err := tx.Put(AccountKey(id), AccountName(id)); err != nil {
 			return err
@@ -176,7 +180,7 @@ func (s *SmallBank) CheckMoney(ctx context.Context, db txn.DB, runs ...*TxnResul
 
 // Load writes the population of subscribers 1 to Subscribers (Rows).
 func (t *TATP) Load(ctx context.Context, db txn.DB, cfg TxnLoad) error {
-	return cfg.load(ctx, db, t.NumSubscribers(), func(tx txn.Tx, i int, r *rand.Rand) error {
+	return cfg.load(ctx, db, t.NumSubscribers(), 2, func(tx txn.Tx, i int, r *rand.Rand) error {
 		return t.put(tx, t.Rows(uint64(i)+1, r))
 	})
 }
@@ -214,7 +218,7 @@ func (y *YCSBT) Load(ctx context.Context, db txn.DB, cfg TxnLoad) error {
 	for i := 8; i < len(val); i++ {
 		val[i] = byte(i)
 	}
-	return cfg.load(ctx, db, int(y.NumKeys()), func(tx txn.Tx, i int, _ *rand.Rand) error {
+	return cfg.load(ctx, db, int(y.NumKeys()), 24, func(tx txn.Tx, i int, _ *rand.Rand) error {
 		return tx.Put(YCSBTKey(uint64(i)), val)
 	})
 }

@@ -3,9 +3,11 @@ package txntest
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +34,7 @@ func Run(t *testing.T, newDB func(t *testing.T) txn.DB) {
 		{"ConcurrentIncrements", testConcurrentIncrements},
 		{"SmallBankChecked", testSmallBankChecked},
 		{"TATPChecked", testTATPChecked},
+		{"YCSBTCounted", testYCSBTCounted},
 		{"CancelledContext", testCancelledContext},
 		{"CloseUnderWay", testCloseUnderWay},
 	} {
@@ -329,23 +332,27 @@ func testLimits(t *testing.T, db txn.DB) {
 		}
 		return nil
 	})
-	tx, err := db.Begin(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Abort()
 	long := append(key, 'k')
-	for name, err := range map[string]error{
-		"Put long key":     tx.Put(long, nil),
-		"Put long value":   tx.Put([]byte("l"), append(val, 'v')),
-		"Insert long key":  tx.Insert(long, nil),
-		"Get empty key":    func() error { _, err := tx.Get(nil); return err }(),
-		"Get long key":     func() error { _, err := tx.Get(long); return err }(),
-		"Delete empty key": tx.Delete(nil),
+	for _, c := range []struct {
+		name string
+		op   func(txn.Tx) error
+	}{
+		{"Put long key", func(tx txn.Tx) error { return tx.Put(long, nil) }},
+		{"Put long value", func(tx txn.Tx) error { return tx.Put([]byte("l"), append(val, 'v')) }},
+		{"Insert long key", func(tx txn.Tx) error { return tx.Insert(long, nil) }},
+		{"Insert long value", func(tx txn.Tx) error { return tx.Insert([]byte("l2"), append(val, 'v')) }},
+		{"Get empty key", func(tx txn.Tx) error { _, err := tx.Get(nil); return err }},
+		{"Get long key", func(tx txn.Tx) error { _, err := tx.Get(long); return err }},
+		{"Delete empty key", func(tx txn.Tx) error { return tx.Delete(nil) }},
 	} {
-		if !errors.Is(err, txn.ErrTooLarge) {
-			t.Errorf("%s: %v, want ErrTooLarge", name, err)
+		tx, err := db.Begin(ctxFor(t))
+		if err != nil {
+			t.Fatal(err)
 		}
+		if err := c.op(tx); !errors.Is(err, txn.ErrTooLarge) {
+			t.Errorf("%s: %v, want ErrTooLarge", c.name, err)
+		}
+		tx.Abort()
 	}
 }
 
@@ -429,14 +436,22 @@ func testConcurrentIncrements(t *testing.T, db txn.DB) {
 // traced runs a workload on db from goroutines with every committed
 // transaction's trace (loading included) recorded, and checks the
 // history for serializability.
-func traced[O any](t *testing.T, db txn.DB, w workload.TxnWorkload[O], load func(context.Context, txn.DB, workload.TxnLoad) error) *workload.TxnResult {
+// Each trace also goes to the also functions.
+func traced[O any](t *testing.T, db txn.DB, w workload.TxnWorkload[O], load func(context.Context, txn.DB, workload.TxnLoad) error,
+	also ...func(reads, writes []txn.Access)) *workload.TxnResult {
 	t.Helper()
 	ctx := ctxFor(t)
 	h := check.NewHistory()
-	if err := load(ctx, db, workload.TxnLoad{Trace: h.Add}); err != nil {
+	trace := func(reads, writes []txn.Access) {
+		h.Add(reads, writes)
+		for _, f := range also {
+			f(reads, writes)
+		}
+	}
+	if err := load(ctx, db, workload.TxnLoad{Trace: trace}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := workload.RunTxn(ctx, workload.TxnRun{Threads: 6, Duration: 300 * time.Millisecond, Seed: 7, Trace: h.Add}, w, db)
+	res, err := workload.RunTxn(ctx, workload.TxnRun{Threads: 6, Duration: 300 * time.Millisecond, Seed: 7, Trace: trace}, w, db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,6 +482,38 @@ func testTATPChecked(t *testing.T, db txn.DB) {
 	res := traced(t, db, tp, tp.Load)
 	if res.Kinds[workload.InsertCallForwarding].Committed+res.Kinds[workload.DeleteCallForwarding].Committed == 0 {
 		t.Log("no call forwarding inserted or deleted in this short run")
+	}
+}
+
+// testYCSBTCounted: YCSB-T under zipf 0.9 on 50 keys: the traces are
+// serializable and the records' counters add up to the increments the
+// committed transactions made, each applied once.
+func testYCSBTCounted(t *testing.T, db txn.DB) {
+	y := &workload.YCSBT{Keys: 50, Zipf: 0.9}
+	var increments atomic.Int64
+	var loaded atomic.Bool
+	traced(t, db, y, func(ctx context.Context, db txn.DB, cfg workload.TxnLoad) error {
+		err := y.Load(ctx, db, cfg)
+		loaded.Store(true)
+		return err
+	}, func(_, writes []txn.Access) {
+		if loaded.Load() {
+			increments.Add(int64(len(writes)))
+		}
+	})
+	keys := make([]string, 50)
+	for i := range keys {
+		keys[i] = string(workload.YCSBTKey(uint64(i)))
+	}
+	var sum int64
+	for _, v := range state(t, db, keys...) {
+		if len(v) < 8 {
+			t.Fatalf("a record of %d bytes", len(v))
+		}
+		sum += int64(binary.BigEndian.Uint64(v))
+	}
+	if sum != increments.Load() {
+		t.Fatalf("counters add up to %d, the committed transactions made %d increments", sum, increments.Load())
 	}
 }
 
