@@ -210,7 +210,7 @@ func Shard(key []byte, shards int) int {
 // Backoff bounds Run's waits between attempts.
 const (
 	minBackoff = 2 * time.Microsecond
-	maxBackoff = 2 * time.Millisecond
+	maxBackoff = 10 * time.Millisecond
 )
 
 // Run runs fn in a transaction of db and commits it, again and again
