@@ -145,10 +145,10 @@
 // The fence's one assumption: a WRITE that the responder found its QP
 // receiving holds a reference on the region until it has landed, so
 // that moving the QP to ERROR and then quiescing the region
-// (verbs.FreeLists.Quiesce) leaves nothing in flight. The soft NIC checks
-// the QP's state just before it takes the reference; a WRITE descheduled
-// between the two could still land after the quiescence (a window of a
-// few instructions).
+// (verbs.FreeLists.Quiesce) leaves nothing in flight. The soft NIC looks
+// at the QP's state again after it has taken the reference, so a WRITE
+// either holds the reference when the quiescence looks, or finds the QP
+// in ERROR and does not land.
 //
 // A live coordinator slower than the lease (a loaded machine) is
 // recovered like a dead one; its Commit returns ErrUnreachable. Reads
