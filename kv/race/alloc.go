@@ -43,18 +43,36 @@ func (c *Client) allocBlock(ctx context.Context, n int) (uint64, error) {
 		return a, nil
 	}
 	size := uint64(units * blockUnit)
-	if c.chunk+size > c.end {
+	for c.chunk+size > c.end {
+		// One refill at a time: callers that found the chunk spent
+		// together each took a chunk of their own and replaced the
+		// others', which were lost to the node until the client closed
+		// (a node sized for its keys ran out of memory under load).
+		c.amu.Unlock()
+		c.refill.Lock()
+		c.amu.Lock()
+		if c.chunk+size <= c.end {
+			c.refill.Unlock() // another caller refilled meanwhile
+			break
+		}
 		c.amu.Unlock()
 		var req [4]byte
 		var resp [8]byte
 		binary.LittleEndian.PutUint32(req[:], uint32(max(chunkSize, size)))
 		c.rpcs.Add(1)
-		if _, err := c.rpc.Call(ctx, methodAlloc, req[:], resp[:]); err != nil {
+		_, err := c.rpc.Call(ctx, methodAlloc, req[:], resp[:])
+		if err != nil {
+			c.refill.Unlock()
 			return 0, c.mapErr(err)
 		}
 		c.amu.Lock()
+		if rest := c.end - c.chunk; c.end > c.chunk && rest >= blockUnit {
+			// The spent chunk's tail is a free block of its own size.
+			c.free[int(rest/blockUnit)] = append(c.free[int(rest/blockUnit)], c.chunk)
+		}
 		c.chunk = binary.LittleEndian.Uint64(resp[:])
 		c.end = c.chunk + uint64(max(chunkSize, size))
+		c.refill.Unlock()
 	}
 	a := c.chunk
 	c.chunk += size

@@ -91,6 +91,7 @@ type Client struct {
 	dirMR verbs.MR
 
 	amu    sync.Mutex
+	refill sync.Mutex // one chunk refill at a time (allocBlock)
 	chunk  uint64
 	end    uint64
 	free   map[int][]uint64

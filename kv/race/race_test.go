@@ -3,6 +3,7 @@ package race_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -150,5 +151,36 @@ func TestRoundTripsCountSplitRPCs(t *testing.T) {
 	chunks := (srv.Used() - (2+splits)*race.SubtableSize) / race.ChunkSize
 	if got, want := c.RPCs(), chunks+splits; got != want {
 		t.Errorf("%d RPCs counted, want %d (%d chunks, %d splits)", got, want, chunks, splits)
+	}
+}
+
+// TestConcurrentRefillsTakeOneChunk: writers that spend the client's
+// chunk together take one new chunk between them, not one each (each
+// replaced the others', which the node never saw again until the client
+// closed: a node sized for its keys ran out of memory under load). 16
+// writers put values that need about 6 chunks; the node must have handed
+// out no more than that, plus the subtables and one chunk of slack.
+func TestConcurrentRefillsTakeOneChunk(t *testing.T) {
+	_, srv, cs := node(t, "loop", race.Config{Depth: 4}, 1, nil)
+	c := cs[0]
+	const writers, each, value = 16, 400, 960 // a block of 1,024 bytes
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			v := make([]byte, value)
+			for i := range each {
+				if err := c.Put(context.Background(), []byte(fmt.Sprintf("w%d-%d", w, i)), v); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	need := (writers*each*1024 + race.ChunkSize - 1) / race.ChunkSize
+	subtables := (16 + c.Splits()) * race.SubtableSize
+	chunks := (srv.Used() - subtables) / race.ChunkSize
+	if chunks > uint64(need)+1 {
+		t.Fatalf("%d chunks handed out for %d writers' values that fill %d", chunks, writers, need)
 	}
 }
