@@ -1,0 +1,96 @@
+package farm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+)
+
+// Configuration is the membership of a database at one epoch: which node
+// holds each shard's primary copy and which its backups, and which nodes
+// are out. The raft group of the nodes (membership.go) holds it: every
+// member applies the same changes in the same order, so all agree on the
+// configuration of each epoch.
+type Configuration struct {
+	// Epoch counts the changes: 1 for the layout's own placement, +1
+	// per node taken out.
+	Epoch uint64
+	// Primaries is the node holding each shard's primary copy.
+	Primaries []int
+	// Backups is, per shard, the nodes holding its backup copies, in
+	// promotion order.
+	Backups [][]int
+	// Out marks the nodes taken out (silent for longer than the
+	// membership's Silence); they never come back in this database.
+	Out []bool
+}
+
+// InitialConfiguration is the placement of a layout at epoch 1: shard
+// s's primary node s, its backups s+1 … s+F.
+func InitialConfiguration(l Layout) Configuration {
+	l.defaults()
+	c := Configuration{Epoch: 1, Primaries: make([]int, l.Shards()), Backups: make([][]int, l.Shards()), Out: make([]bool, len(l.Nodes))}
+	for s := range c.Primaries {
+		r := l.Replicas(s)
+		c.Primaries[s], c.Backups[s] = r[0], r[1:]
+	}
+	return c
+}
+
+// Clone returns a deep copy of c.
+func (c Configuration) Clone() Configuration {
+	d := Configuration{Epoch: c.Epoch, Primaries: slices.Clone(c.Primaries), Out: slices.Clone(c.Out), Backups: make([][]int, len(c.Backups))}
+	for i, b := range c.Backups {
+		d.Backups[i] = slices.Clone(b)
+	}
+	return d
+}
+
+// remove takes node out: it leaves every shard's backups, and each shard
+// it was primary of is promoted to its first backup (a shard with none
+// keeps it as primary: it is lost, and says so by Out). The epoch moves
+// on. Removing a node that is out already, or the last node in, changes
+// nothing and returns false.
+func (c *Configuration) remove(node int) bool {
+	if node < 0 || node >= len(c.Out) || c.Out[node] {
+		return false
+	}
+	in := 0
+	for _, o := range c.Out {
+		if !o {
+			in++
+		}
+	}
+	if in <= 1 {
+		return false
+	}
+	c.Out[node] = true
+	for s := range c.Primaries {
+		c.Backups[s] = slices.DeleteFunc(c.Backups[s], func(b int) bool { return b == node })
+		if c.Primaries[s] == node && len(c.Backups[s]) > 0 {
+			c.Primaries[s], c.Backups[s] = c.Backups[s][0], c.Backups[s][1:]
+		}
+	}
+	c.Epoch++
+	return true
+}
+
+// A command of the membership's raft log: u8 kind | u32 node. The one
+// kind takes a node out.
+const (
+	cmdRemove  = 1
+	commandLen = 5
+)
+
+func removeCommand(node int) []byte {
+	return binary.LittleEndian.AppendUint32([]byte{cmdRemove}, uint32(node))
+}
+
+// applyCommand applies a raft log entry's command to c; a command that
+// does not decode changes nothing (every member skips it alike).
+func (c *Configuration) applyCommand(b []byte) (bool, error) {
+	if len(b) != commandLen || b[0] != cmdRemove {
+		return false, fmt.Errorf("%w: a %d-byte membership command", ErrProtocol, len(b))
+	}
+	return c.remove(int(binary.LittleEndian.Uint32(b[1:]))), nil
+}
