@@ -94,3 +94,66 @@ func (c *Configuration) applyCommand(b []byte) (bool, error) {
 	}
 	return c.remove(int(binary.LittleEndian.Uint32(b[1:]))), nil
 }
+
+// marshal encodes c: u64 epoch | u8 nodes | nodes × u8 out | u8 shards
+// | shards × (u8 primary | u8 backups | backups × u8 node).
+func (c *Configuration) marshal() []byte {
+	b := binary.LittleEndian.AppendUint64(nil, c.Epoch)
+	b = append(b, byte(len(c.Out)))
+	for _, o := range c.Out {
+		if o {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	b = append(b, byte(len(c.Primaries)))
+	for s, p := range c.Primaries {
+		b = append(b, byte(p), byte(len(c.Backups[s])))
+		for _, n := range c.Backups[s] {
+			b = append(b, byte(n))
+		}
+	}
+	return b
+}
+
+// unmarshalConfiguration decodes marshal's bytes, checking that every
+// node named is one of the configuration's.
+func unmarshalConfiguration(b []byte) (Configuration, error) {
+	var c Configuration
+	short := fmt.Errorf("%w: a short configuration", ErrProtocol)
+	if len(b) < 9 || len(b) < 10+int(b[8]) {
+		return c, short
+	}
+	c.Epoch = binary.LittleEndian.Uint64(b)
+	nodes := int(b[8])
+	b = b[9:]
+	c.Out = make([]bool, nodes)
+	for i := range c.Out {
+		c.Out[i] = b[i] == 1
+	}
+	shards := int(b[nodes])
+	b = b[nodes+1:]
+	if shards != nodes {
+		return c, fmt.Errorf("%w: a configuration of %d shards on %d nodes", ErrProtocol, shards, nodes)
+	}
+	c.Primaries, c.Backups = make([]int, shards), make([][]int, shards)
+	for s := range shards {
+		if len(b) < 2 || len(b) < 2+int(b[1]) {
+			return c, short
+		}
+		c.Primaries[s] = int(b[0])
+		c.Backups[s] = make([]int, int(b[1]))
+		for i := range c.Backups[s] {
+			c.Backups[s][i] = int(b[2+i])
+		}
+		if slices.ContainsFunc(append([]int{c.Primaries[s]}, c.Backups[s]...), func(n int) bool { return n >= nodes }) {
+			return c, fmt.Errorf("%w: a configuration naming node %d of %d", ErrProtocol, max(c.Primaries[s], slices.Max(append(c.Backups[s], 0))), nodes)
+		}
+		b = b[2+len(c.Backups[s]):]
+	}
+	if len(b) != 0 {
+		return c, fmt.Errorf("%w: %d bytes after a configuration", ErrProtocol, len(b))
+	}
+	return c, nil
+}

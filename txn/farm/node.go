@@ -26,6 +26,7 @@ const (
 	MethodLock   = 3 // LOCK request (record.go) → status | versions or failed index
 	MethodFence  = 4 // u64 client | u64 seq | txInfo → u8 per participant: 1 when this node backs it up and holds (or applied) its COMMIT-BACKUP record
 	MethodDecide = 5 // u64 client | u64 seq | u8 commit → ""
+	MethodConfig = 6 // "" → the node's Configuration (configuration.go), or ErrNoMembership
 )
 
 // Defaults of NodeConfig.
@@ -66,6 +67,15 @@ type NodeConfig struct {
 	PollIdle time.Duration
 	// Logger receives recovery logs (default slog.Default()).
 	Logger *slog.Logger
+	// Members, when not empty, are the nodes' membership addresses
+	// (host:port, TCP) in the layout's order: once it has a layout, the
+	// node runs its member of the raft group that holds the database's
+	// Configuration there (membership.go), authenticated by Token.
+	// Empty: no membership (MethodConfig answers ErrNoMembership).
+	Members []string
+	// Silence is how long the membership's leader waits for a silent
+	// node before it takes it out (default: the lease).
+	Silence time.Duration
 }
 
 func (c *NodeConfig) defaults() {
@@ -90,6 +100,9 @@ func (c *NodeConfig) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Silence <= 0 {
+		c.Silence = c.Lease
 	}
 }
 
@@ -125,6 +138,7 @@ type Node struct {
 	recovering map[txKey]bool
 	lastSID    uint32
 	peers      []*peer
+	members    *Membership // nil without NodeConfig.Members
 	stats      NodeStats
 
 	cpu    atomic.Int64 // ns
@@ -184,6 +198,9 @@ func (n *Node) Close() error {
 	n.wg.Wait()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.members != nil {
+		n.members.Close()
+	}
 	for _, p := range n.peers {
 		if p != nil {
 			p.close()
@@ -221,6 +238,15 @@ func (n *Node) create(req, _ []byte) (int, error) {
 	mr, err := n.pd.AllocMR((l.F+1)*l.Buckets*size, verbs.AccessLocalWrite|verbs.AccessRemoteRead)
 	if err != nil {
 		return 0, fmt.Errorf("farm: tables: %w", err)
+	}
+	if len(n.cfg.Members) > 0 {
+		m, err := StartMembership(MembershipConfig{Self: idx, Addrs: n.cfg.Members, Layout: l, Token: n.cfg.Token,
+			Silence: n.cfg.Silence, Logger: n.log})
+		if err != nil {
+			mr.Deregister()
+			return 0, err
+		}
+		n.members = m
 	}
 	n.layout, n.index, n.tables, n.slotSize = &l, idx, mr, size
 	n.peers = make([]*peer, len(l.Nodes))
@@ -308,6 +334,7 @@ func (n *Node) Open() (memnode.Session, error) {
 	s.rpc.Handle(MethodLock, func(req, resp []byte) (int, error) { return n.lock(s, req, resp) })
 	s.rpc.Handle(MethodFence, n.fenceCall)
 	s.rpc.Handle(MethodDecide, n.decideCall)
+	s.rpc.Handle(MethodConfig, n.configCall)
 	n.mu.Lock()
 	n.sessions[s] = struct{}{}
 	n.mu.Unlock()

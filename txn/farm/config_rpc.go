@@ -1,0 +1,79 @@
+package farm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rdmakit/rdmakit/rpc"
+	"github.com/rdmakit/rdmakit/txn"
+)
+
+// ErrNoMembership: the node runs no membership (NodeConfig.Members is
+// empty, or it has no layout yet), so it holds no Configuration.
+var ErrNoMembership = errors.New("farm: node runs no membership")
+
+// Configuration returns the configuration the node's member of the
+// membership has applied; ok is false when it runs none.
+func (n *Node) Configuration() (c Configuration, ok bool) {
+	n.mu.Lock()
+	m := n.members
+	n.mu.Unlock()
+	if m == nil {
+		return c, false
+	}
+	return m.Configuration(), true
+}
+
+// configCall is MethodConfig: the node's configuration.
+func (n *Node) configCall(_, resp []byte) (int, error) {
+	c, ok := n.Configuration()
+	if !ok {
+		return 0, ErrNoMembership
+	}
+	b := c.marshal()
+	if len(b) > len(resp) {
+		return 0, fmt.Errorf("%w: a %d-byte configuration", ErrProtocol, len(b))
+	}
+	return copy(resp, b), nil
+}
+
+// Configuration asks the nodes, in turn, for the database's
+// configuration and returns the first answer (the newest a node has
+// applied). A node without membership answers ErrNoMembership, one that
+// cannot be reached ErrUnreachable: the last such error is returned when
+// no node answers.
+func (db *DB) Configuration(ctx context.Context) (Configuration, error) {
+	last := fmt.Errorf("%w: no node", txn.ErrUnreachable)
+	for i := range db.conns {
+		c, err := db.conn(i)
+		if err != nil {
+			last = err
+			continue
+		}
+		conf, err := c.config(ctx)
+		if err == nil {
+			return conf, nil
+		}
+		if ctx.Err() != nil {
+			return Configuration{}, ctx.Err()
+		}
+		last = err
+	}
+	return Configuration{}, last
+}
+
+// config calls MethodConfig.
+func (c *conn) config(ctx context.Context) (Configuration, error) {
+	resp := make([]byte, c.db.cfg.MaxMessage)
+	c.db.stats.rpcs.Add(1)
+	m, err := c.rpc.Call(ctx, MethodConfig, nil, resp)
+	var re *rpc.RemoteError
+	switch {
+	case errors.As(err, &re) && re.Msg == ErrNoMembership.Error():
+		return Configuration{}, fmt.Errorf("%w: node %d", ErrNoMembership, c.idx)
+	case err != nil:
+		return Configuration{}, c.mapErr("config", err)
+	}
+	return unmarshalConfiguration(resp[:m])
+}
