@@ -66,14 +66,26 @@ func (db *DB) Configuration(ctx context.Context) (Configuration, error) {
 // config calls MethodConfig.
 func (c *conn) config(ctx context.Context) (Configuration, error) {
 	resp := make([]byte, c.db.cfg.MaxMessage)
-	c.db.stats.rpcs.Add(1)
 	m, err := c.rpc.Call(ctx, MethodConfig, nil, resp)
 	var re *rpc.RemoteError
 	switch {
 	case errors.As(err, &re) && re.Msg == ErrNoMembership.Error():
 		return Configuration{}, fmt.Errorf("%w: node %d", ErrNoMembership, c.idx)
 	case err != nil:
+		select {
+		case <-c.rpc.Done():
+			c.db.lost(c)
+		default:
+		}
 		return Configuration{}, c.mapErr("config", err)
 	}
 	return unmarshalConfiguration(resp[:m])
+}
+
+// Membership is the node's member of the membership (nil without
+// NodeConfig.Members, or before the node has a layout).
+func (n *Node) Membership() *Membership {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.members
 }

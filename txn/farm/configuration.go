@@ -157,3 +157,15 @@ func unmarshalConfiguration(b []byte) (Configuration, error) {
 	}
 	return c, nil
 }
+
+// logHolders are the nodes whose logs take shard s's COMMIT-BACKUP
+// records: its backups, or its primary itself when it has none left
+// (the decision log of a shard without backup: recovery decides from
+// the records, and a shard with no node to hold them would make "every
+// holder holds its record" vacuous).
+func (c *Configuration) logHolders(s int) []int {
+	if len(c.Backups[s]) > 0 {
+		return c.Backups[s]
+	}
+	return []int{c.Primaries[s]}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,9 @@ type conn struct {
 	db  *DB
 	idx int
 	sid uint32 // the connection's session id at the node
+	// epoch is the configuration's epoch the session was opened at: the
+	// node fences the session when the epoch ends.
+	epoch uint64
 	// checked is db.failed when the connection was last known good: a
 	// commit probes it first when another failed since (recovery fences a
 	// coordinator's connections to several nodes at once).
@@ -129,7 +133,25 @@ func (c *conn) open(ctx context.Context, create *Layout) (Layout, error) {
 			return Layout{}, c.mapErr("create", err)
 		}
 	}
-	m, err := c.rpc.Call(ctx, MethodOpen, binary.LittleEndian.AppendUint64(nil, c.db.id), resp)
+	req := binary.LittleEndian.AppendUint64(nil, c.db.id)
+	if !c.db.static.Load() {
+		conf, err := c.config(ctx)
+		switch {
+		case errors.Is(err, ErrNoMembership):
+			c.db.static.Store(true)
+		case err != nil:
+			return Layout{}, err
+		default:
+			c.db.learn(conf)
+			c.epoch = c.db.config().Epoch
+			req = binary.LittleEndian.AppendUint64(req, c.epoch)
+		}
+	}
+	m, err := c.rpc.Call(ctx, MethodOpen, req, resp)
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && strings.HasPrefix(re.Msg, ErrEpoch.Error()) {
+		return Layout{}, fmt.Errorf("%w: node %d: %s", ErrEpoch, c.idx, re.Msg)
+	}
 	if err != nil {
 		return Layout{}, c.mapErr("open", err)
 	}
@@ -144,6 +166,11 @@ func (c *conn) open(ctx context.Context, create *Layout) (Layout, error) {
 	c.logsKey, c.ringAddr = binary.LittleEndian.Uint32(resp[12:]), binary.LittleEndian.Uint64(resp[16:])
 	c.ring = ringWriter{size: int(binary.LittleEndian.Uint32(resp[24:]))}
 	c.sid = binary.LittleEndian.Uint32(resp[28:])
+	if c.db.static.Load() {
+		conf := InitialConfiguration(l)
+		c.db.learn(conf)
+		c.epoch = conf.Epoch
+	}
 	c.size = max((MaxProbe-FirstProbe)*l.SlotSize(), c.db.cfg.MaxMessage+64)
 	n := c.db.cfg.Slots
 	if c.mr, err = c.db.pd.AllocMR(n*c.size, verbs.AccessLocalWrite); err != nil {

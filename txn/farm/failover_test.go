@@ -5,11 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"os"
+	"runtime/pprof"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/check"
 	"github.com/rdmakit/rdmakit/memnode"
+	"github.com/rdmakit/rdmakit/transport/loop"
+	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/txn/farm"
+	"github.com/rdmakit/rdmakit/workload"
 )
 
 // newFailoverBed starts n nodes that run a membership (Silence silence)
@@ -19,7 +27,7 @@ func newFailoverBed(t *testing.T, n int, lease, silence time.Duration) *bed {
 	members := freeAddrs(t, n)
 	b := &bed{t: t, fabric: fmt.Sprintf("farm-failover-%d", seq.Add(1)), nodes: make([]*farm.Node, n)}
 	cfg := farm.NodeConfig{Lease: lease, LogSize: 1 << 20, MaxClients: 32, Members: members, Silence: silence, Token: "tok",
-		Logger: slog.New(slog.DiscardHandler)}
+		Logger: testLogger()}
 	for i := range n {
 		srv, err := memnode.Start(context.Background(), memnode.Config{Device: "loop://" + b.fabric + fmt.Sprintf("/n%d", i), CM: "127.0.0.1:0",
 			Token: "tok", NewService: farm.Service(cfg, func(nd *farm.Node) { b.nodes[i] = nd }),
@@ -76,4 +84,194 @@ func TestNoMembership(t *testing.T) {
 	if _, ok := b.nodes[0].Configuration(); ok {
 		t.Fatal("a node without members has a configuration")
 	}
+}
+
+// testLogger logs at FARM_LOG's level (debug, info, warn) to stderr,
+// nothing when unset.
+func testLogger() *slog.Logger {
+	var l slog.Level
+	if l.UnmarshalText([]byte(os.Getenv("FARM_LOG"))) != nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
+}
+
+// TestPrimaryFailover runs SmallBank and zero-sum transfers over three
+// nodes, kills node 0 (its NIC crashes on the loop fabric and its
+// membership member falls silent), and checks that the membership
+// promotes node 1 for shard 0, that transactions commit again after the
+// promotion, that nothing acknowledged before the kill is lost (every
+// key's version is at least the newest acknowledged one, and the money
+// adds up), and that the history is serializable.
+func TestPrimaryFailover(t *testing.T) {
+	const lease = 200 * time.Millisecond
+	if os.Getenv("FARM_LOG") != "" {
+		defer slog.SetDefault(slog.Default())
+		slog.SetDefault(testLogger())
+	}
+	b := newFailoverBed(t, 3, lease, 300*time.Millisecond)
+	cfg := b.config()
+	cfg.Token = "tok"
+	db := b.dbWith(cfg)
+	ctx := tctx(t)
+	k := &bank{t: t, b: b, h: check.NewHistory(), accounts: 24}
+	acked := &ackedVersions{v: map[string]uint64{}}
+	trace := func(reads, writes []txn.Access) { k.h.Add(reads, writes); acked.add(writes) }
+	k.load(db)
+	sb := &workload.SmallBank{Accounts: 200, HotAccounts: 20}
+	if err := sb.Load(ctx, db, workload.TxnLoad{Trace: trace}); err != nil {
+		t.Fatal(err)
+	}
+	work, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() { k.work(work, db, uint64(i)) })
+	}
+	var res *workload.TxnResult
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		var err error
+		res, err = workload.RunTxnFunc(work, workload.TxnRun{Threads: 2, Duration: 2 * time.Second, Seed: 1}, sb,
+			func(ctx context.Context, _ *workload.TxnSession, op workload.SmallBankOp) (int64, error) {
+				rec := &lastTx{DB: db}
+				delta, err := sb.Exec(ctx, rec, op)
+				switch {
+				case err == nil:
+					if tr, ok := rec.last.(txn.Traced); ok {
+						trace(tr.Trace())
+					}
+				case errors.Is(err, txn.ErrUnreachable):
+					k.mu.Lock()
+					k.inDoubt = append(k.inDoubt, rec.last.(*farm.Tx))
+					k.mu.Unlock()
+				}
+				return delta, err
+			})
+		if err != nil {
+			t.Error(err)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	before := k.commits.Load()
+	ackedBefore := acked.snapshot()
+	if err := loop.Get(b.fabric).Kill("n0"); err != nil {
+		t.Fatal(err)
+	}
+	b.nodes[0].Membership().Close()
+	go b.servers[0].Close() // the rest of the process dies too
+	killed := time.Now()
+	c, err := b.nodes[1].Membership().Wait(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Out[0] || c.Primaries[0] != 1 {
+		t.Fatalf("configuration after the kill: %+v", c)
+	}
+	for k.commits.Load() < before+20 {
+		if time.Since(killed) > settleBound {
+			for i, nd := range b.nodes {
+				t.Logf("node %d: %+v", i, nd.Stats())
+			}
+			t.Logf("client: %+v", db.Stats())
+			if os.Getenv("FARM_DUMP") != "" {
+				pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
+			}
+			for i := range 5 {
+				tx, _ := db.Begin(ctx)
+				err := transfer(tx, acct(i), acct(i+1), 1)
+				if err == nil {
+					err = tx.Commit()
+				}
+				t.Logf("a transfer: %v", err)
+			}
+			t.Fatalf("%d transfers committed in %v after the kill", k.commits.Load()-before, settleBound)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("transfers commit again %v after the kill", time.Since(killed).Round(time.Millisecond))
+	<-ran
+	stop()
+	wg.Wait()
+	// Every key's newest version now is at least the newest one a
+	// commit acknowledged before the kill wrote.
+	final := map[string]uint64{}
+	var last txn.Tx
+	if err := txn.Run(ctx, db, func(tx txn.Tx) error {
+		last = tx
+		for key := range ackedBefore {
+			if _, err := tx.Get([]byte(key)); err != nil && !errors.Is(err, txn.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	reads, _ := last.(txn.Traced).Trace()
+	for _, a := range reads {
+		final[a.Key] = a.Version
+	}
+	for key, v := range ackedBefore {
+		if final[key] < v {
+			t.Fatalf("key %s: version %d now, %d acknowledged before the kill", key, final[key], v)
+		}
+	}
+	if got, want := k.total(db), initial*k.accounts; got != want {
+		t.Fatalf("transfers' money: %d, want %d", got, want)
+	}
+	if res.Failed > 0 {
+		t.Fatalf("SmallBank: %d failed (first: %v)", res.Failed, res.FirstErr)
+	}
+	err = sb.CheckMoney(ctx, db, res)
+	var me *workload.MoneyError
+	if errors.As(err, &me) && me.Unknown > 0 {
+		// Transactions whose Commit returned ErrUnreachable at the kill
+		// may have committed or not: each moves at most a few dollars.
+		if d := me.Total - me.Want; d < -int64(me.Unknown)*100_000 || d > int64(me.Unknown)*100_000 {
+			t.Fatal(err)
+		}
+		t.Logf("SmallBank: %d transactions of unknown outcome, money off by %d", me.Unknown, me.Total-me.Want)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	k.resolveInDoubt()
+	if err := k.h.Check(); err != nil {
+		t.Fatalf("%d transactions: %v", k.h.Len(), err)
+	}
+	t.Logf("%d transfers, %d SmallBank transactions (%d unknown); %d in the history", k.commits.Load(), res.Committed, res.Unknown, k.h.Len())
+}
+
+// ackedVersions is the newest version of each key an acknowledged
+// commit wrote.
+type ackedVersions struct {
+	mu sync.Mutex
+	v  map[string]uint64
+}
+
+func (a *ackedVersions) add(writes []txn.Access) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range writes {
+		a.v[w.Key] = max(a.v[w.Key], w.Version)
+	}
+}
+
+func (a *ackedVersions) snapshot() map[string]uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.v)
+}
+
+// lastTx is a txn.DB that remembers the last transaction it began: the
+// one whose Commit decided an operation's outcome.
+type lastTx struct {
+	txn.DB
+	last txn.Tx
+}
+
+func (d *lastTx) Begin(ctx context.Context) (txn.Tx, error) {
+	tx, err := d.DB.Begin(ctx)
+	d.last = tx
+	return tx, err
 }

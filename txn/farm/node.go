@@ -139,6 +139,9 @@ type Node struct {
 	lastSID    uint32
 	peers      []*peer
 	members    *Membership // nil without NodeConfig.Members
+	conf       Configuration
+	confs      map[uint64]Configuration // every epoch's, for the records of its sessions
+	serving    bool                     // the transactions of the epochs before conf's are all recovered
 	stats      NodeStats
 
 	cpu    atomic.Int64 // ns
@@ -249,6 +252,12 @@ func (n *Node) create(req, _ []byte) (int, error) {
 		n.members = m
 	}
 	n.layout, n.index, n.tables, n.slotSize = &l, idx, mr, size
+	n.conf, n.serving = InitialConfiguration(l), true
+	n.confs = map[uint64]Configuration{n.conf.Epoch: n.conf}
+	if n.members != nil {
+		n.wg.Add(1)
+		go n.follow()
+	}
 	n.peers = make([]*peer, len(l.Nodes))
 	return 0, nil
 }
@@ -260,7 +269,7 @@ const openFixed = 32
 
 // open is MethodOpen for session s: it gives the client a log ring.
 func (n *Node) open(s *session, req, resp []byte) (int, error) {
-	if len(req) != 8 {
+	if len(req) != 8 && len(req) != 16 {
 		return 0, fmt.Errorf("%w: a %d-byte open", ErrProtocol, len(req))
 	}
 	id := binary.LittleEndian.Uint64(req)
@@ -268,6 +277,17 @@ func (n *Node) open(s *session, req, resp []byte) (int, error) {
 	defer n.mu.Unlock()
 	if n.layout == nil {
 		return 0, ErrNoLayout
+	}
+	if n.members != nil {
+		// A session lives in one epoch: the client routes by that
+		// epoch's configuration, and the node fences the session when
+		// the epoch ends.
+		switch {
+		case len(req) != 16 || binary.LittleEndian.Uint64(req[8:]) != n.conf.Epoch:
+			return 0, fmt.Errorf("%w: the node is at epoch %d", ErrEpoch, n.conf.Epoch)
+		case !n.serving:
+			return 0, fmt.Errorf("%w: the node is recovering epoch %d's transactions", ErrEpoch, n.conf.Epoch-1)
+		}
 	}
 	if s.ring != nil || s.fenced {
 		return 0, fmt.Errorf("%w: opened twice", ErrProtocol)
@@ -285,6 +305,7 @@ func (n *Node) open(s *session, req, resp []byte) (int, error) {
 		return 0, fmt.Errorf("farm: log ring: %w", err)
 	}
 	n.lastSID++
+	s.epoch = n.conf.Epoch
 	s.client, s.id, s.ringMR, s.ring = id, n.lastSID, mr, &ringReader{ring: mr.Bytes(), size: n.cfg.LogSize}
 	b := resp[:0]
 	b = binary.LittleEndian.AppendUint64(b, n.tables.Addr())
@@ -306,6 +327,11 @@ var (
 	ErrNoLayout = fmt.Errorf("farm: node has no layout")
 	// ErrBusy: the node serves MaxClients coordinators already.
 	ErrBusy = fmt.Errorf("farm: node busy")
+	// ErrEpoch: the client's configuration is not the node's (one of
+	// them is behind), or the node is still recovering the previous
+	// epoch's transactions; the client learns the configuration again
+	// (MethodConfig) and retries.
+	ErrEpoch = fmt.Errorf("farm: stale epoch")
 )
 
 // clientCQ is the depth of a session's CQ.
@@ -352,11 +378,13 @@ type session struct {
 	// Under n.mu.
 	qp     verbs.QP
 	client uint64
+	epoch  uint64   // the configuration's epoch at MethodOpen
 	id     uint32   // the session's id at the node (from 1)
 	ringMR verbs.MR // the client's log ring (after MethodOpen)
 	ring   *ringReader
-	fenced bool      // no record of its ring is taken any more
-	closed time.Time // when the connection ended (zero while it lasts)
+	fenced bool               // no record of its ring is taken any more
+	end    context.CancelFunc // ends Serve, and with it the connection
+	closed time.Time          // when the connection ended (zero while it lasts)
 }
 
 // Options implements memnode.Session.
@@ -376,8 +404,10 @@ func (s *session) Prepare(qp verbs.QP) error {
 
 // Serve implements memnode.Session.
 func (s *session) Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error {
+	ctx, end := context.WithCancel(ctx)
+	defer end()
 	s.n.mu.Lock()
-	s.qp = qp
+	s.qp, s.end = qp, end
 	fenced := s.fenced
 	s.n.mu.Unlock()
 	if fenced {
