@@ -223,10 +223,17 @@ func (db *DB) lost(c *conn) {
 	}
 	db.redial[c.idx] = true
 	db.wg.Go(func() {
+		// The new connection is stored and the flag cleared at once, under
+		// rmu: a connection that fails as soon as it is stored (a node
+		// moving to a new epoch fences it) then finds no redial running
+		// and starts one, rather than being dropped by this one's end.
+		stored := false
 		defer func() {
-			db.rmu.Lock()
-			db.redial[c.idx] = false
-			db.rmu.Unlock()
+			if !stored {
+				db.rmu.Lock()
+				db.redial[c.idx] = false
+				db.rmu.Unlock()
+			}
 		}()
 		c.close()
 		wait := redialMin
@@ -247,11 +254,17 @@ func (db *DB) lost(c *conn) {
 					n.close()
 					return
 				}
+				db.rmu.Lock()
+				db.redial[c.idx], stored = false, true
 				db.conns[c.idx].Store(n)
+				db.rmu.Unlock()
 				return
 			}
 			slog.Debug("farm: node not back yet", "node", c.idx, "err", err)
 			wait = min(2*wait, redialMax)
+			if errors.Is(err, ErrEpoch) {
+				wait = redialMin // the node answers: it is moving to a new epoch, soon done
+			}
 		}
 	})
 }

@@ -173,7 +173,7 @@ func TestPrimaryFailover(t *testing.T) {
 			for i, nd := range b.nodes {
 				t.Logf("node %d: %+v", i, nd.Stats())
 			}
-			t.Logf("client: %+v", db.Stats())
+			t.Logf("client: %+v; %s", db.Stats(), farm.ConnState(db))
 			if os.Getenv("FARM_DUMP") != "" {
 				pprof.Lookup("goroutine").WriteTo(os.Stderr, 1)
 			}
