@@ -72,19 +72,20 @@ const (
 // DB is a FaRM client: a coordinator of transactions over every node of
 // a database. It implements txn.DB.
 type DB struct {
-	cfg    Config
-	layout Layout
-	dev    verbs.Device
-	ownDev bool
-	pd     verbs.PD
-	id     uint64 // this coordinator's id at the nodes
-	seq    atomic.Uint64
-	conns  []atomic.Pointer[conn]
-	conf   atomic.Pointer[Configuration] // the newest configuration learned (the layout's placement without membership)
-	static atomic.Bool                   // the nodes run no membership
-	locs   sync.Map                      // key string → slot int: where a key lives in its primary's table (keys never move)
-	failed atomic.Uint64                 // connections lost so far: the others are probed before their next commit
-	stats  counters
+	cfg       Config
+	layout    Layout
+	dev       verbs.Device
+	ownDev    bool
+	pd        verbs.PD
+	id        uint64 // this coordinator's id at the nodes
+	seq       atomic.Uint64
+	conns     []atomic.Pointer[conn]
+	conf      atomic.Pointer[Configuration] // the newest configuration learned (the layout's placement without membership)
+	static    atomic.Bool                   // the nodes run no membership
+	refreshed atomic.Int64                  // when refresh last asked for the configuration (unix ns)
+	locs      sync.Map                      // key string → slot int: where a key lives in its primary's table (keys never move)
+	failed    atomic.Uint64                 // connections lost so far: the others are probed before their next commit
+	stats     counters
 
 	stop    chan struct{}
 	wg      sync.WaitGroup

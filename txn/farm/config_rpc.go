@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rdmakit/rdmakit/rpc"
 	"github.com/rdmakit/rdmakit/txn"
@@ -88,4 +89,43 @@ func (n *Node) Membership() *Membership {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.members
+}
+
+// refreshEvery bounds how often a client asks for the configuration
+// when it cannot reach a node.
+const refreshEvery = 20 * time.Millisecond
+
+// refresh asks the nodes for the configuration in the background (one
+// request at a time, at most every refreshEvery) and learns it: a
+// client that cannot reach a node learns that it is out without
+// waiting for each of its connections to fail.
+func (db *DB) refresh() {
+	if db.static.Load() || db.closed.Load() {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := db.refreshed.Load()
+	if now-last < int64(refreshEvery) || !db.refreshed.CompareAndSwap(last, now) {
+		return
+	}
+	db.rmu.Lock() // Close waits for wg after it set closed under rmu
+	defer db.rmu.Unlock()
+	if db.closed.Load() {
+		return
+	}
+	db.wg.Go(func() {
+		for i := range db.conns {
+			c := db.conns[i].Load()
+			if c == nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), peerTimeout)
+			conf, err := c.config(ctx)
+			cancel()
+			if err == nil {
+				db.learn(conf)
+				return
+			}
+		}
+	})
 }

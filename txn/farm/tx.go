@@ -252,6 +252,7 @@ func (t *Tx) read(key []byte) (*readEnt, error) {
 func (t *Tx) connAt(node int) (*conn, error) {
 	c, err := t.db.conn(node)
 	if err != nil {
+		t.db.refresh() // the node may be out: learn it
 		return nil, err
 	}
 	switch {
