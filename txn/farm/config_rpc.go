@@ -39,9 +39,9 @@ func (n *Node) configCall(_, resp []byte) (int, error) {
 	return copy(resp, b), nil
 }
 
-// Configuration asks the nodes, in turn, for the database's
-// configuration and returns the first answer (the newest a node has
-// applied). A node without membership answers ErrNoMembership, one that
+// Configuration asks the nodes, in turn (each for at most 2 s), for the
+// database's configuration and returns the first answer (the newest a
+// node has applied); the client routes by it from then on. A node without membership answers ErrNoMembership, one that
 // cannot be reached ErrUnreachable: the last such error is returned when
 // no node answers.
 func (db *DB) Configuration(ctx context.Context) (Configuration, error) {
@@ -52,12 +52,18 @@ func (db *DB) Configuration(ctx context.Context) (Configuration, error) {
 			last = err
 			continue
 		}
-		conf, err := c.config(ctx)
+		one, cancel := context.WithTimeout(ctx, peerTimeout)
+		conf, err := c.config(one)
+		cancel()
 		if err == nil {
+			db.learn(conf)
 			return conf, nil
 		}
 		if ctx.Err() != nil {
 			return Configuration{}, ctx.Err()
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			db.lost(c) // a node that does not answer for so long: connect again
 		}
 		last = err
 	}
@@ -125,6 +131,9 @@ func (db *DB) refresh() {
 			if err == nil {
 				db.learn(conf)
 				return
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				db.lost(c)
 			}
 		}
 	})

@@ -467,6 +467,14 @@ func (c *conn) lock(ctx context.Context, req []byte, writes int) (byte, []uint64
 	resp := make([]byte, 1+8*writes)
 	c.db.stats.rpcs.Add(1)
 	m, err := c.rpc.Call(ctx, MethodLock, req, resp)
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && (strings.HasPrefix(re.Msg, ErrFenced.Error()) || strings.HasPrefix(re.Msg, ErrEpoch.Error())) {
+		// The node fenced this session, or is not the shard's primary at
+		// the session's epoch: a new session (and maybe configuration).
+		c.db.lost(c)
+		c.db.refresh()
+		return 0, nil, 0, fmt.Errorf("%w: node %d: lock: %s", ErrEpoch, c.idx, re.Msg)
+	}
 	if err != nil {
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			select {

@@ -24,11 +24,11 @@ import (
 // on loopback TCP ports of their own.
 func newFailoverBed(t *testing.T, n int, lease, silence time.Duration) *bed {
 	t.Helper()
-	members := freeAddrs(t, n)
+	lns, members := listeners(t, n)
 	b := &bed{t: t, fabric: fmt.Sprintf("farm-failover-%d", seq.Add(1)), nodes: make([]*farm.Node, n)}
-	cfg := farm.NodeConfig{Lease: lease, LogSize: 1 << 20, MaxClients: 32, Members: members, Silence: silence, Token: "tok",
-		Logger: testLogger()}
 	for i := range n {
+		cfg := farm.NodeConfig{Lease: lease, LogSize: 1 << 20, MaxClients: 32, Members: members, MemberListener: lns[i],
+			Silence: silence, Token: "tok", Logger: testLogger()}
 		srv, err := memnode.Start(context.Background(), memnode.Config{Device: "loop://" + b.fabric + fmt.Sprintf("/n%d", i), CM: "127.0.0.1:0",
 			Token: "tok", NewService: farm.Service(cfg, func(nd *farm.Node) { b.nodes[i] = nd }),
 			Logger: slog.New(slog.DiscardHandler)})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -66,6 +67,9 @@ type MembershipConfig struct {
 	Silence time.Duration
 	// Logger receives membership logs (default slog.Default()).
 	Logger *slog.Logger
+	// Listener, when not nil, is where this member listens instead of
+	// Addrs[Self] (which must be its address); the member closes it.
+	Listener net.Listener
 }
 
 // Ticks of the membership's raft.
@@ -92,11 +96,15 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	}
 	l := cfg.Layout
 	l.defaults()
-	if err := l.check(); err != nil {
-		return nil, err
+	err := l.check()
+	if err == nil && (len(cfg.Addrs) != len(l.Nodes) || cfg.Self < 0 || cfg.Self >= len(l.Nodes)) {
+		err = fmt.Errorf("%w: membership of node %d with %d addresses for %d nodes", ErrLayout, cfg.Self, len(cfg.Addrs), len(l.Nodes))
 	}
-	if len(cfg.Addrs) != len(l.Nodes) || cfg.Self < 0 || cfg.Self >= len(l.Nodes) {
-		return nil, fmt.Errorf("%w: membership of node %d with %d addresses for %d nodes", ErrLayout, cfg.Self, len(cfg.Addrs), len(l.Nodes))
+	if err != nil {
+		if cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+		return nil, err
 	}
 	m := &Membership{cfg: cfg, st: raft.NewMemoryStorage(), log: cfg.Logger, stop: make(chan struct{}),
 		conf: InitialConfiguration(l), changed: make(chan struct{}), heard: make([]time.Time, len(l.Nodes)),
@@ -105,8 +113,7 @@ func StartMembership(cfg MembershipConfig) (*Membership, error) {
 	for i := range m.heard {
 		m.heard[i] = now
 	}
-	var err error
-	m.net, err = listenRaft(cfg.Self, cfg.Addrs, cfg.Token, cfg.Logger, m.receive, m.heardFrom)
+	m.net, err = listenRaft(cfg.Self, cfg.Addrs, cfg.Listener, cfg.Token, cfg.Logger, m.receive, m.heardFrom)
 	if err != nil {
 		return nil, err
 	}

@@ -12,34 +12,32 @@ import (
 	"github.com/rdmakit/rdmakit/txn/farm"
 )
 
-// freeAddrs returns n loopback addresses with free ports.
-func freeAddrs(t *testing.T, n int) []string {
+// listeners returns n loopback listeners and their addresses.
+func listeners(t *testing.T, n int) ([]net.Listener, []string) {
 	t.Helper()
-	var out []string
+	var addrs []string
 	var lns []net.Listener
 	for range n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { ln.Close() })
 		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
+		addrs = append(addrs, ln.Addr().String())
 	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return out
+	return lns, addrs
 }
 
 // startMembers starts a member per node of a 3-node layout, with
 // tokens[i] as member i's token.
 func startMembers(t *testing.T, f int, tokens ...string) ([]*farm.Membership, farm.Layout) {
 	t.Helper()
-	addrs := freeAddrs(t, len(tokens))
+	lns, addrs := listeners(t, len(tokens))
 	l := farm.Layout{Nodes: []string{"n0", "n1", "n2", "n3"}[:len(tokens)], F: f}
 	ms := make([]*farm.Membership, len(tokens))
 	for i := range ms {
-		m, err := farm.StartMembership(farm.MembershipConfig{Self: i, Addrs: addrs, Layout: l, Token: tokens[i],
+		m, err := farm.StartMembership(farm.MembershipConfig{Self: i, Addrs: addrs, Listener: lns[i], Layout: l, Token: tokens[i],
 			Silence: 200 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,6 +77,10 @@ type NodeConfig struct {
 	// Silence is how long the membership's leader waits for a silent
 	// node before it takes it out (default: the lease).
 	Silence time.Duration
+	// MemberListener, when not nil, is where the node's member of the
+	// membership listens instead of its Members address (which must be
+	// the listener's); the node closes it.
+	MemberListener net.Listener
 }
 
 func (c *NodeConfig) defaults() {
@@ -203,6 +208,8 @@ func (n *Node) Close() error {
 	defer n.mu.Unlock()
 	if n.members != nil {
 		n.members.Close()
+	} else if n.cfg.MemberListener != nil {
+		n.cfg.MemberListener.Close()
 	}
 	for _, p := range n.peers {
 		if p != nil {
@@ -244,7 +251,7 @@ func (n *Node) create(req, _ []byte) (int, error) {
 	}
 	if len(n.cfg.Members) > 0 {
 		m, err := StartMembership(MembershipConfig{Self: idx, Addrs: n.cfg.Members, Layout: l, Token: n.cfg.Token,
-			Silence: n.cfg.Silence, Logger: n.log})
+			Silence: n.cfg.Silence, Logger: n.log, Listener: n.cfg.MemberListener})
 		if err != nil {
 			mr.Deregister()
 			return 0, err
@@ -332,6 +339,9 @@ var (
 	// epoch's transactions; the client learns the configuration again
 	// (MethodConfig) and retries.
 	ErrEpoch = fmt.Errorf("farm: stale epoch")
+	// ErrFenced: a LOCK through a session the node fenced (a recovery,
+	// or a new epoch): the client redials.
+	ErrFenced = fmt.Errorf("farm: session fenced")
 )
 
 // clientCQ is the depth of a session's CQ.

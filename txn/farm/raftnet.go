@@ -50,12 +50,14 @@ const (
 // errRaftHello: a connection that did not present the token.
 var errRaftHello = errors.New("farm: membership: bad hello")
 
-// listenRaft starts the transport of node self, listening on
-// addrs[self].
-func listenRaft(self int, addrs []string, token string, log *slog.Logger, step func(raftpb.Message), heard func(int)) (*raftNet, error) {
-	ln, err := net.Listen("tcp", addrs[self])
-	if err != nil {
-		return nil, fmt.Errorf("farm: membership: %w", err)
+// listenRaft starts the transport of node self, listening on ln, or
+// on addrs[self] when ln is nil.
+func listenRaft(self int, addrs []string, ln net.Listener, token string, log *slog.Logger, step func(raftpb.Message), heard func(int)) (*raftNet, error) {
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", addrs[self]); err != nil {
+			return nil, fmt.Errorf("farm: membership: %w", err)
+		}
 	}
 	t := &raftNet{self: self, addrs: addrs, token: token, log: log, ln: ln, step: step, heard: heard,
 		conns: map[net.Conn]struct{}{}, out: make([]chan raftpb.Message, len(addrs))}

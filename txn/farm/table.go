@@ -101,8 +101,10 @@ func (n *Node) lock(s *session, req, resp []byte) (int, error) {
 	}
 	k := txKey{s.client, seq}
 	switch {
-	case s.ring == nil || s.fenced:
+	case s.ring == nil:
 		return 0, fmt.Errorf("%w: lock from a client not open", ErrProtocol)
+	case s.fenced:
+		return 0, ErrFenced
 	case shard >= len(n.conf.Primaries) || n.conf.Primaries[shard] != n.index:
 		return 0, fmt.Errorf("%w: lock of shard %d at node %d, not its primary at epoch %d", ErrEpoch, shard, n.index, n.conf.Epoch)
 	case n.locks[k] != nil && (n.locks[k].shards[shard] != nil || n.locks[k].sess != s):
