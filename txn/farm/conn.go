@@ -278,6 +278,8 @@ func (c *conn) post(s *slot, wrs []verbs.SendWR) error {
 // it is released once its list completes (or goes with the dead
 // connection).
 func (c *conn) wait(ctx context.Context, s *slot) error {
+	timer := time.NewTimer(opTimeout)
+	defer timer.Stop()
 	select {
 	case wc := <-s.done: // complete passes only this list's (its generation)
 		if wc.Status != verbs.StatusSuccess {
@@ -289,15 +291,32 @@ func (c *conn) wait(ctx context.Context, s *slot) error {
 		c.release(s)
 		return c.down()
 	case <-ctx.Done():
-		go func() {
-			select {
-			case <-s.done:
-			case <-c.rpc.Done():
-			}
-			c.release(s)
-		}()
+		c.releaseLater(s)
 		return ctx.Err()
+	case <-timer.C:
+		// No completion, no error: the node stopped answering on this
+		// connection without the transport failing it (a session it
+		// fenced at a new epoch): connect again.
+		c.releaseLater(s)
+		c.db.lost(c)
+		return fmt.Errorf("%w: node %d: no completion in %v", txn.ErrUnreachable, c.idx, opTimeout)
 	}
+}
+
+// opTimeout bounds the wait for a list's completion: the transport's
+// own retry budget (ClientTimeout × 8) and then some.
+const opTimeout = 8 * ClientTimeout
+
+// releaseLater releases slot s once its list completes or the
+// connection is gone.
+func (c *conn) releaseLater(s *slot) {
+	go func() {
+		select {
+		case <-s.done:
+		case <-c.rpc.Done():
+		}
+		c.release(s)
+	}()
 }
 
 // run posts wrs in slot s and waits for them; on failure the slot is
@@ -466,7 +485,14 @@ func (c *conn) pendingTrunc() int {
 func (c *conn) lock(ctx context.Context, req []byte, writes int) (byte, []uint64, int, error) {
 	resp := make([]byte, 1+8*writes)
 	c.db.stats.rpcs.Add(1)
-	m, err := c.rpc.Call(ctx, MethodLock, req, resp)
+	call, cancel := context.WithTimeout(ctx, opTimeout)
+	m, err := c.rpc.Call(call, MethodLock, req, resp)
+	cancel()
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		// No answer, no error: as wait's timeout.
+		c.db.lost(c)
+		return 0, nil, 0, fmt.Errorf("%w: node %d: lock: no answer in %v", txn.ErrUnreachable, c.idx, opTimeout)
+	}
 	var re *rpc.RemoteError
 	if errors.As(err, &re) && (strings.HasPrefix(re.Msg, ErrFenced.Error()) || strings.HasPrefix(re.Msg, ErrEpoch.Error())) {
 		// The node fenced this session, or is not the shard's primary at
