@@ -154,7 +154,9 @@
 // A live coordinator slower than the lease (a loaded machine) is
 // recovered like a dead one; its Commit returns ErrUnreachable. Reads
 // and LOCKs that fail on a broken connection abort (txn.Timeout, so
-// txn.Run retries) while the client reconnects in the background.
+// txn.Run retries) while the client reconnects in the background; a
+// list without completion, or a LOCK without answer, for 2 s (8 ×
+// ClientTimeout) counts as a broken connection.
 //
 // Without NodeConfig.Members a node's loss stops the shards it is
 // primary of (their transactions fail with ErrUnreachable, the others
