@@ -1,7 +1,9 @@
 package farm
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -70,17 +72,20 @@ const (
 // DB is a FaRM client: a coordinator of transactions over every node of
 // a database. It implements txn.DB.
 type DB struct {
-	cfg    Config
-	layout Layout
-	dev    verbs.Device
-	ownDev bool
-	pd     verbs.PD
-	id     uint64 // this coordinator's id at the nodes
-	seq    atomic.Uint64
-	conns  []atomic.Pointer[conn]
-	locs   sync.Map      // key string → slot int: where a key lives in its primary's table (keys never move)
-	failed atomic.Uint64 // connections lost so far: the others are probed before their next commit
-	stats  counters
+	cfg       Config
+	layout    Layout
+	dev       verbs.Device
+	ownDev    bool
+	pd        verbs.PD
+	id        uint64 // this coordinator's id at the nodes
+	seq       atomic.Uint64
+	conns     []atomic.Pointer[conn]
+	conf      atomic.Pointer[Configuration] // the newest configuration learned (the layout's placement without membership)
+	static    atomic.Bool                   // the nodes run no membership
+	refreshed atomic.Int64                  // when refresh last asked for the configuration (unix ns)
+	locs      sync.Map                      // key string → slot int: where a key lives in its primary's table (keys never move)
+	failed    atomic.Uint64                 // connections lost so far: the others are probed before their next commit
+	stats     counters
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -124,9 +129,11 @@ func open(ctx context.Context, cfg Config, create *Layout) (_ *DB, err error) {
 		db.closeDev()
 		return nil, err
 	}
+	var failed []int
+	var firstErr error
 	for i := range cfg.Nodes {
 		c, l, err := db.dialConn(ctx, i, create)
-		if err == nil && i > 0 && !l.equal(&db.layout) {
+		if err == nil && db.layout.Nodes != nil && !l.equal(&db.layout) {
 			c.close()
 			err = fmt.Errorf("%w: node %d holds another layout", ErrLayout, i)
 		}
@@ -134,16 +141,51 @@ func open(ctx context.Context, cfg Config, create *Layout) (_ *DB, err error) {
 			c.close()
 			err = fmt.Errorf("%w: %d nodes in the layout, %d configured", ErrLayout, len(l.Nodes), len(cfg.Nodes))
 		}
-		if err != nil {
+		if err != nil && (errors.Is(err, ErrLayout) || ctx.Err() != nil) {
 			db.Close()
 			return nil, err
+		}
+		if err != nil {
+			failed, firstErr = append(failed, i), cmp.Or(firstErr, err)
+			continue
 		}
 		db.layout = l
 		db.conns[i].Store(c)
 	}
+	// A node that did not answer may be out of the configuration; any
+	// other is an error.
+	conf := db.conf.Load()
+	for _, i := range failed {
+		if conf == nil || !conf.Out[i] {
+			db.Close()
+			return nil, firstErr
+		}
+	}
 	db.wg.Add(1)
 	go db.flusher()
 	return db, nil
+}
+
+// config is the newest configuration the client learned.
+func (db *DB) config() *Configuration { return db.conf.Load() }
+
+// learn takes c when it is newer than the configuration the client
+// holds; the slots it knows keys in are forgotten (each copy of a shard
+// places its keys on its own).
+func (db *DB) learn(c Configuration) {
+	for {
+		old := db.conf.Load()
+		if old != nil && old.Epoch >= c.Epoch {
+			return
+		}
+		if db.conf.CompareAndSwap(old, &c) {
+			if old != nil {
+				db.locs.Clear()
+				slog.Info("farm: client moves to a new epoch", "epoch", c.Epoch, "primaries", c.Primaries)
+			}
+			return
+		}
+	}
 }
 
 // Layout is the database's layout.
@@ -182,10 +224,17 @@ func (db *DB) lost(c *conn) {
 	}
 	db.redial[c.idx] = true
 	db.wg.Go(func() {
+		// The new connection is stored and the flag cleared at once, under
+		// rmu: a connection that fails as soon as it is stored (a node
+		// moving to a new epoch fences it) then finds no redial running
+		// and starts one, rather than being dropped by this one's end.
+		stored := false
 		defer func() {
-			db.rmu.Lock()
-			db.redial[c.idx] = false
-			db.rmu.Unlock()
+			if !stored {
+				db.rmu.Lock()
+				db.redial[c.idx] = false
+				db.rmu.Unlock()
+			}
 		}()
 		c.close()
 		wait := redialMin
@@ -195,6 +244,9 @@ func (db *DB) lost(c *conn) {
 				return
 			case <-time.After(wait):
 			}
+			if db.config().Out[c.idx] {
+				return // out of the database: never back
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			n, _, err := db.dialConn(ctx, c.idx, nil)
 			cancel()
@@ -203,11 +255,17 @@ func (db *DB) lost(c *conn) {
 					n.close()
 					return
 				}
+				db.rmu.Lock()
+				db.redial[c.idx], stored = false, true
 				db.conns[c.idx].Store(n)
+				db.rmu.Unlock()
 				return
 			}
 			slog.Debug("farm: node not back yet", "node", c.idx, "err", err)
 			wait = min(2*wait, redialMax)
+			if errors.Is(err, ErrEpoch) {
+				wait = redialMin // the node answers: it is moving to a new epoch, soon done
+			}
 		}
 	})
 }
@@ -285,5 +343,5 @@ func (db *DB) Begin(ctx context.Context) (txn.Tx, error) {
 	if db.closed.Load() {
 		return nil, txn.ErrClosed
 	}
-	return &Tx{db: db, ctx: ctx, reads: map[string]*readEnt{}, writes: map[string]*writeEnt{}}, nil
+	return &Tx{db: db, ctx: ctx, conf: db.config(), reads: map[string]*readEnt{}, writes: map[string]*writeEnt{}}, nil
 }

@@ -95,8 +95,8 @@ func (t *Tx) pin(parts []int) error {
 	n := t.db.layout.Shards()
 	t.conns, t.info = make([]*conn, n), txInfo{parts: parts, sids: make([]uint32, n)}
 	for _, p := range parts {
-		for _, r := range t.db.layout.Replicas(p) {
-			c, err := t.db.conn(r)
+		for _, r := range append([]int{t.conf.Primaries[p]}, t.conf.logHolders(p)...) {
+			c, err := t.connAt(r)
 			if err != nil {
 				return txn.Abort(txn.Timeout, nil, err)
 			}
@@ -213,7 +213,7 @@ func (t *Tx) lockAll(seq uint64, parts []int, groups []shardWrites) error {
 		req = append(req, byte(g.shard))
 		req = t.info.append(req)
 		req = appendWrites(req, g.ws)
-		c, err := t.connTo(g.shard)
+		c, err := t.connTo(t.conf.Primaries[g.shard])
 		if err != nil {
 			res[i].err = err
 			done <- i
@@ -288,7 +288,7 @@ func lockError(st byte, key []byte) error {
 // written leaves the locks to the lease.
 func (t *Tx) abortAll(seq uint64, shards []int) {
 	for _, s := range shards {
-		c, err := t.connTo(s)
+		c, err := t.connTo(t.conf.Primaries[s])
 		if err != nil {
 			continue
 		}
@@ -320,16 +320,16 @@ func (t *Tx) validate(ctx context.Context) error {
 	}
 	size := uint64(t.db.layout.SlotSize())
 	errs := make(chan error, len(by))
-	for shard, cs := range by {
+	for _, cs := range by {
 		go func() {
-			c, err := t.db.conn(shard)
+			c, err := t.connAt(cs[0].r.node)
 			if err != nil {
 				errs <- txn.Abort(txn.Timeout, nil, err)
 				return
 			}
 			addrs := make([]uint64, len(cs))
 			for i, ch := range cs {
-				addrs[i] = c.tables + uint64(ch.r.slot)*size
+				addrs[i] = ch.r.base + uint64(ch.r.slot)*size
 			}
 			buf, err := c.readWords(ctx, addrs, 16, nil)
 			if err != nil {
@@ -370,7 +370,7 @@ func (t *Tx) commitBackups(ctx context.Context, seq uint64, parts []int, groups 
 		for i := range ws {
 			ws[i].version, ws[i].expect = t.writes[g.keys[i]].version, false
 		}
-		for _, b := range t.db.layout.Replicas(g.shard)[1:] {
+		for _, b := range t.conf.logHolders(g.shard) {
 			jobs = append(jobs, job{b, &record{kind: recCommitBackup, shard: g.shard, seq: seq, info: t.info, writes: ws}})
 		}
 	}
@@ -413,7 +413,7 @@ func (t *Tx) commitBackups(ctx context.Context, seq uint64, parts []int, groups 
 // are, the transaction's truncation is queued for its backups.
 func (t *Tx) commitPrimaries(ctx context.Context, seq uint64, parts []int) error {
 	run := func(s int) error {
-		c, err := t.connTo(s)
+		c, err := t.connTo(t.conf.Primaries[s])
 		if err == nil {
 			err = c.appendRecord(ctx, &record{kind: recCommitPrimary, shard: s, seq: seq})
 		}
@@ -440,7 +440,7 @@ func (t *Tx) commitPrimaries(ctx context.Context, seq uint64, parts []int) error
 	errs := make(chan error, len(parts))
 	for _, s := range parts {
 		go func() {
-			c, err := t.connTo(s)
+			c, err := t.connTo(t.conf.Primaries[s])
 			if err == nil {
 				err = c.appendRecord(bg, &record{kind: recCommitPrimary, shard: s, seq: seq})
 			}
@@ -477,8 +477,8 @@ func (t *Tx) commitPrimaries(ctx context.Context, seq uint64, parts []int) error
 // the shards it wrote: later records (or the flusher) carry it.
 func (t *Tx) truncate(seq uint64, parts []int) {
 	for _, p := range parts {
-		for _, b := range t.db.layout.Replicas(p)[1:] {
-			if c, err := t.db.conn(b); err == nil {
+		for _, b := range t.conf.logHolders(p) {
+			if c, err := t.db.conn(b); err == nil && c.epoch == t.conf.Epoch {
 				c.addTrunc(seq)
 			}
 		}

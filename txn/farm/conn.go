@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,9 @@ type conn struct {
 	db  *DB
 	idx int
 	sid uint32 // the connection's session id at the node
+	// epoch is the configuration's epoch the session was opened at: the
+	// node fences the session when the epoch ends.
+	epoch uint64
 	// checked is db.failed when the connection was last known good: a
 	// commit probes it first when another failed since (recovery fences a
 	// coordinator's connections to several nodes at once).
@@ -129,7 +133,25 @@ func (c *conn) open(ctx context.Context, create *Layout) (Layout, error) {
 			return Layout{}, c.mapErr("create", err)
 		}
 	}
-	m, err := c.rpc.Call(ctx, MethodOpen, binary.LittleEndian.AppendUint64(nil, c.db.id), resp)
+	req := binary.LittleEndian.AppendUint64(nil, c.db.id)
+	if !c.db.static.Load() {
+		conf, err := c.config(ctx)
+		switch {
+		case errors.Is(err, ErrNoMembership):
+			c.db.static.Store(true)
+		case err != nil:
+			return Layout{}, err
+		default:
+			c.db.learn(conf)
+			c.epoch = c.db.config().Epoch
+			req = binary.LittleEndian.AppendUint64(req, c.epoch)
+		}
+	}
+	m, err := c.rpc.Call(ctx, MethodOpen, req, resp)
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && strings.HasPrefix(re.Msg, ErrEpoch.Error()) {
+		return Layout{}, fmt.Errorf("%w: node %d: %s", ErrEpoch, c.idx, re.Msg)
+	}
 	if err != nil {
 		return Layout{}, c.mapErr("open", err)
 	}
@@ -144,6 +166,11 @@ func (c *conn) open(ctx context.Context, create *Layout) (Layout, error) {
 	c.logsKey, c.ringAddr = binary.LittleEndian.Uint32(resp[12:]), binary.LittleEndian.Uint64(resp[16:])
 	c.ring = ringWriter{size: int(binary.LittleEndian.Uint32(resp[24:]))}
 	c.sid = binary.LittleEndian.Uint32(resp[28:])
+	if c.db.static.Load() {
+		conf := InitialConfiguration(l)
+		c.db.learn(conf)
+		c.epoch = conf.Epoch
+	}
 	c.size = max((MaxProbe-FirstProbe)*l.SlotSize(), c.db.cfg.MaxMessage+64)
 	n := c.db.cfg.Slots
 	if c.mr, err = c.db.pd.AllocMR(n*c.size, verbs.AccessLocalWrite); err != nil {
@@ -251,6 +278,8 @@ func (c *conn) post(s *slot, wrs []verbs.SendWR) error {
 // it is released once its list completes (or goes with the dead
 // connection).
 func (c *conn) wait(ctx context.Context, s *slot) error {
+	timer := time.NewTimer(opTimeout)
+	defer timer.Stop()
 	select {
 	case wc := <-s.done: // complete passes only this list's (its generation)
 		if wc.Status != verbs.StatusSuccess {
@@ -262,15 +291,32 @@ func (c *conn) wait(ctx context.Context, s *slot) error {
 		c.release(s)
 		return c.down()
 	case <-ctx.Done():
-		go func() {
-			select {
-			case <-s.done:
-			case <-c.rpc.Done():
-			}
-			c.release(s)
-		}()
+		c.releaseLater(s)
 		return ctx.Err()
+	case <-timer.C:
+		// No completion, no error: the node stopped answering on this
+		// connection without the transport failing it (a session it
+		// fenced at a new epoch): connect again.
+		c.releaseLater(s)
+		c.db.lost(c)
+		return fmt.Errorf("%w: node %d: no completion in %v", txn.ErrUnreachable, c.idx, opTimeout)
 	}
+}
+
+// opTimeout bounds the wait for a list's completion: the transport's
+// own retry budget (ClientTimeout × 8) and then some.
+const opTimeout = 8 * ClientTimeout
+
+// releaseLater releases slot s once its list completes or the
+// connection is gone.
+func (c *conn) releaseLater(s *slot) {
+	go func() {
+		select {
+		case <-s.done:
+		case <-c.rpc.Done():
+		}
+		c.release(s)
+	}()
 }
 
 // run posts wrs in slot s and waits for them; on failure the slot is
@@ -439,7 +485,22 @@ func (c *conn) pendingTrunc() int {
 func (c *conn) lock(ctx context.Context, req []byte, writes int) (byte, []uint64, int, error) {
 	resp := make([]byte, 1+8*writes)
 	c.db.stats.rpcs.Add(1)
-	m, err := c.rpc.Call(ctx, MethodLock, req, resp)
+	call, cancel := context.WithTimeout(ctx, opTimeout)
+	m, err := c.rpc.Call(call, MethodLock, req, resp)
+	cancel()
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		// No answer, no error: as wait's timeout.
+		c.db.lost(c)
+		return 0, nil, 0, fmt.Errorf("%w: node %d: lock: no answer in %v", txn.ErrUnreachable, c.idx, opTimeout)
+	}
+	var re *rpc.RemoteError
+	if errors.As(err, &re) && (strings.HasPrefix(re.Msg, ErrFenced.Error()) || strings.HasPrefix(re.Msg, ErrEpoch.Error())) {
+		// The node fenced this session, or is not the shard's primary at
+		// the session's epoch: a new session (and maybe configuration).
+		c.db.lost(c)
+		c.db.refresh()
+		return 0, nil, 0, fmt.Errorf("%w: node %d: lock: %s", ErrEpoch, c.idx, re.Msg)
+	}
 	if err != nil {
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			select {

@@ -16,8 +16,9 @@
 // key), F backups per shard (default 1). Shard s's primary is node s,
 // its backups nodes s+1 … s+F mod n, so every node holds one primary
 // copy and F backup copies. Clients read primaries only; backups hold
-// the committed writes so that a primary's loss loses nothing
-// (failover itself is not implemented: see Failures).
+// the committed writes so that a primary's loss loses nothing, and with
+// NodeConfig.Members a lost primary's first backup takes its shard over
+// (see Failover).
 //
 // # Memory layout of a node
 //
@@ -153,37 +154,78 @@
 // A live coordinator slower than the lease (a loaded machine) is
 // recovered like a dead one; its Commit returns ErrUnreachable. Reads
 // and LOCKs that fail on a broken connection abort (txn.Timeout, so
-// txn.Run retries) while the client reconnects in the background.
+// txn.Run retries) while the client reconnects in the background; a
+// list without completion, or a LOCK without answer, for 2 s (8 ×
+// ClientTimeout) counts as a broken connection.
 //
-// Not implemented: primary failover. A node's loss stops the shards it
-// is primary of (their transactions fail with ErrUnreachable, the others
-// go on) until it comes back, and it comes back empty. The layout leaves
-// room for it: shard s's first backup already holds every committed
-// write of s, applied or pending (a committed transaction's
-// COMMIT-BACKUP records are at every backup), in a copy clients can READ
-// at a known offset. What failover takes:
+// Without NodeConfig.Members a node's loss stops the shards it is
+// primary of (their transactions fail with ErrUnreachable, the others
+// go on) until it comes back, and it comes back empty.
 //
-//   - a configuration ⟨epoch, primary of each shard⟩ held by
-//     go.etcd.io/raft/v3 among the nodes (a Ready loop, MemoryStorage,
-//     messages over the node-to-node RPC connections); a node that finds
-//     a primary silent for a lease proposes the next epoch with that
-//     shard's first live backup as its primary;
-//   - reconfiguration stops the world, as FaRM's does: at the new epoch
-//     every node fences every client connection (a transaction under way
-//     may have locked at the lost primary, whose lock table is gone), and
-//     recovers every transaction with backup records, asking only the
-//     live nodes (the decision reads backups only, so the lost primary is
-//     not needed);
-//   - a shard left without backup (F = 1 after a loss) must still have a
-//     decision log: its COMMIT-BACKUP record goes to the primary's own
-//     ring (else "every backup holds its record" is vacuous and recovery
-//     would commit a transaction whose validation failed);
-//   - clients learn the epoch and the primaries from MethodOpen, route
-//     READs, LOCKs and records by them, and redial on a fenced connection;
-//     nodes refuse LOCKs and records of an older epoch;
-//   - a test that kills a primary under transfers and checks that every
-//     commit reported before the kill is there and the history is
-//     serializable.
+// # Failover
+//
+// With NodeConfig.Members (each node's membership address, host:port,
+// in the layout's order) the nodes hold a Configuration — an epoch, each
+// shard's primary and its backups, the nodes out — in a raft group of
+// their own (go.etcd.io/raft/v3; membership.go): every node of the
+// layout is a voter; the raft log is in memory (raft.MemoryStorage);
+// raft's messages go over plain TCP between the membership addresses,
+// each connection opened by a hello carrying NodeConfig.Token, frames
+// bounded to 1 MiB. Membership is decided there: the raft leader notes
+// when it last heard from each member (its heartbeats are answered every
+// tick, 10 ms); one silent for NodeConfig.Silence (default the lease) it
+// proposes out, and when the proposal commits every member applies it
+// alike: the node leaves every shard's backups, each shard it was
+// primary of gets its first backup as primary, the epoch moves on. A
+// majority of the nodes must be up for the configuration to change. A
+// node taken out stays out: nothing brings it back, and one that
+// restarts comes back empty (its raft log with it) and is not
+// re-admitted (re-adding a node is not implemented).
+//
+// At a new epoch each node, as FaRM's reconfiguration (reconfigure.go):
+//
+//  1. takes the configuration: a shard it now leads is served from its
+//     backup copy, which becomes the copy LOCKs lock and clients READ
+//     (it is at the known offset of that copy), and stops admitting
+//     clients (MethodOpen answers ErrEpoch);
+//  2. fences every client session (its QP to ERROR, the records landed
+//     taken, none after) and ends its connection: a transaction under
+//     way may hold locks at the lost primary, whose lock table is gone;
+//  3. recovers every transaction it holds locks or COMMIT-BACKUP records
+//     of, asking only the nodes still in: the decision is the one above
+//     over the live log holders of each written shard at the
+//     transaction's epoch (commit if they all hold their records; abort
+//     when no written shard has a live holder, which with one node lost
+//     per epoch is a one-shard transaction whose COMMIT-PRIMARY, had it
+//     landed, the fence took). A committed transaction's records are at
+//     every live holder, so the new primary's copy has its writes before
+//     anyone reads it;
+//  4. admits clients again.
+//
+// Sessions live in one epoch: MethodOpen carries the client's epoch and
+// is refused (ErrEpoch) unless it is the node's, and the node fences
+// them all when the epoch ends, so everything a session carries (LOCKs,
+// records) is of one configuration, and nodes refuse the requests of an
+// older epoch by refusing its sessions. Clients learn the configuration
+// by MethodConfig (DB.Configuration; at every connection), route READs,
+// LOCKs and records by the epoch the transaction began in, and redial a
+// fenced connection; a transaction whose connections are not all of its
+// epoch aborts (txn.Timeout) and txn.Run retries it at the new one.
+//
+// A shard left without backup (F = 1 after a loss) logs its decision
+// at its primary: its COMMIT-BACKUP records go to the primary's own
+// ring (Configuration's log holders), so "every holder holds its record"
+// is never vacuous and recovery never commits a transaction that did
+// not validate. The primary does not apply them (it installs its own
+// locked writes).
+//
+// A node taken out while alive (partitioned, or slower than Silence)
+// that has not learned it is out may still answer READs of clients of
+// the old epoch (stale reads), but commits nothing on a shard that has a
+// backup: its log holders are other nodes, and those that moved on
+// fenced the old epoch's sessions. A second loss before
+// the first's reconfiguration ends, or the loss of every copy of a
+// shard, is not handled.
 //
 // # Serving and connecting
 //
@@ -204,5 +246,8 @@
 // poll.go (the ring poller, the lease scanner), recovery.go, peers.go
 // (node to node connections), client.go (DB), conn.go (a client's
 // connection to a node), tx.go (execution), commit.go (the commit
-// phases), stats.go (counters).
+// phases), stats.go (counters), configuration.go (Configuration),
+// membership.go (the raft group), raftnet.go (its transport),
+// reconfigure.go (a node's move to a new epoch), config_rpc.go
+// (MethodConfig).
 package farm

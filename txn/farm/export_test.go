@@ -90,3 +90,19 @@ func AppendBackup(ctx context.Context, db *DB, i, shard int, seq uint64, vlen in
 		info:   txInfo{parts: []int{shard}, sids: make([]uint32, n)},
 		writes: []write{{op: opPut, version: seq, key: []byte(fmt.Sprintf("k%d", seq%50)), value: make([]byte, vlen)}}})
 }
+
+// ConnState says, per node, whether db has a connection (and its epoch)
+// and whether a redial runs, and db's configuration epoch.
+func ConnState(db *DB) string {
+	db.rmu.Lock()
+	defer db.rmu.Unlock()
+	s := fmt.Sprintf("epoch %d:", db.config().Epoch)
+	for i := range db.conns {
+		if c := db.conns[i].Load(); c != nil {
+			s += fmt.Sprintf(" [%d: conn@%d redial %v]", i, c.epoch, db.redial[i])
+		} else {
+			s += fmt.Sprintf(" [%d: none redial %v]", i, db.redial[i])
+		}
+	}
+	return s
+}

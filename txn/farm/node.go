@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,7 @@ const (
 	MethodLock   = 3 // LOCK request (record.go) → status | versions or failed index
 	MethodFence  = 4 // u64 client | u64 seq | txInfo → u8 per participant: 1 when this node backs it up and holds (or applied) its COMMIT-BACKUP record
 	MethodDecide = 5 // u64 client | u64 seq | u8 commit → ""
+	MethodConfig = 6 // "" → the node's Configuration (configuration.go), or ErrNoMembership
 )
 
 // Defaults of NodeConfig.
@@ -66,6 +68,19 @@ type NodeConfig struct {
 	PollIdle time.Duration
 	// Logger receives recovery logs (default slog.Default()).
 	Logger *slog.Logger
+	// Members, when not empty, are the nodes' membership addresses
+	// (host:port, TCP) in the layout's order: once it has a layout, the
+	// node runs its member of the raft group that holds the database's
+	// Configuration there (membership.go), authenticated by Token.
+	// Empty: no membership (MethodConfig answers ErrNoMembership).
+	Members []string
+	// Silence is how long the membership's leader waits for a silent
+	// node before it takes it out (default: the lease).
+	Silence time.Duration
+	// MemberListener, when not nil, is where the node's member of the
+	// membership listens instead of its Members address (which must be
+	// the listener's); the node closes it.
+	MemberListener net.Listener
 }
 
 func (c *NodeConfig) defaults() {
@@ -90,6 +105,9 @@ func (c *NodeConfig) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Silence <= 0 {
+		c.Silence = c.Lease
 	}
 }
 
@@ -125,6 +143,10 @@ type Node struct {
 	recovering map[txKey]bool
 	lastSID    uint32
 	peers      []*peer
+	members    *Membership // nil without NodeConfig.Members
+	conf       Configuration
+	confs      map[uint64]Configuration // every epoch's, for the records of its sessions
+	serving    bool                     // the transactions of the epochs before conf's are all recovered
 	stats      NodeStats
 
 	cpu    atomic.Int64 // ns
@@ -184,6 +206,11 @@ func (n *Node) Close() error {
 	n.wg.Wait()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if n.members != nil {
+		n.members.Close()
+	} else if n.cfg.MemberListener != nil {
+		n.cfg.MemberListener.Close()
+	}
 	for _, p := range n.peers {
 		if p != nil {
 			p.close()
@@ -222,7 +249,22 @@ func (n *Node) create(req, _ []byte) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("farm: tables: %w", err)
 	}
+	if len(n.cfg.Members) > 0 {
+		m, err := StartMembership(MembershipConfig{Self: idx, Addrs: n.cfg.Members, Layout: l, Token: n.cfg.Token,
+			Silence: n.cfg.Silence, Logger: n.log, Listener: n.cfg.MemberListener})
+		if err != nil {
+			mr.Deregister()
+			return 0, err
+		}
+		n.members = m
+	}
 	n.layout, n.index, n.tables, n.slotSize = &l, idx, mr, size
+	n.conf, n.serving = InitialConfiguration(l), true
+	n.confs = map[uint64]Configuration{n.conf.Epoch: n.conf}
+	if n.members != nil {
+		n.wg.Add(1)
+		go n.follow()
+	}
 	n.peers = make([]*peer, len(l.Nodes))
 	return 0, nil
 }
@@ -234,7 +276,7 @@ const openFixed = 32
 
 // open is MethodOpen for session s: it gives the client a log ring.
 func (n *Node) open(s *session, req, resp []byte) (int, error) {
-	if len(req) != 8 {
+	if len(req) != 8 && len(req) != 16 {
 		return 0, fmt.Errorf("%w: a %d-byte open", ErrProtocol, len(req))
 	}
 	id := binary.LittleEndian.Uint64(req)
@@ -242,6 +284,17 @@ func (n *Node) open(s *session, req, resp []byte) (int, error) {
 	defer n.mu.Unlock()
 	if n.layout == nil {
 		return 0, ErrNoLayout
+	}
+	if n.members != nil {
+		// A session lives in one epoch: the client routes by that
+		// epoch's configuration, and the node fences the session when
+		// the epoch ends.
+		switch {
+		case len(req) != 16 || binary.LittleEndian.Uint64(req[8:]) != n.conf.Epoch:
+			return 0, fmt.Errorf("%w: the node is at epoch %d", ErrEpoch, n.conf.Epoch)
+		case !n.serving:
+			return 0, fmt.Errorf("%w: the node is recovering epoch %d's transactions", ErrEpoch, n.conf.Epoch-1)
+		}
 	}
 	if s.ring != nil || s.fenced {
 		return 0, fmt.Errorf("%w: opened twice", ErrProtocol)
@@ -259,6 +312,7 @@ func (n *Node) open(s *session, req, resp []byte) (int, error) {
 		return 0, fmt.Errorf("farm: log ring: %w", err)
 	}
 	n.lastSID++
+	s.epoch = n.conf.Epoch
 	s.client, s.id, s.ringMR, s.ring = id, n.lastSID, mr, &ringReader{ring: mr.Bytes(), size: n.cfg.LogSize}
 	b := resp[:0]
 	b = binary.LittleEndian.AppendUint64(b, n.tables.Addr())
@@ -280,6 +334,14 @@ var (
 	ErrNoLayout = fmt.Errorf("farm: node has no layout")
 	// ErrBusy: the node serves MaxClients coordinators already.
 	ErrBusy = fmt.Errorf("farm: node busy")
+	// ErrEpoch: the client's configuration is not the node's (one of
+	// them is behind), or the node is still recovering the previous
+	// epoch's transactions; the client learns the configuration again
+	// (MethodConfig) and retries.
+	ErrEpoch = fmt.Errorf("farm: stale epoch")
+	// ErrFenced: a LOCK through a session the node fenced (a recovery,
+	// or a new epoch): the client redials.
+	ErrFenced = fmt.Errorf("farm: session fenced")
 )
 
 // clientCQ is the depth of a session's CQ.
@@ -308,6 +370,7 @@ func (n *Node) Open() (memnode.Session, error) {
 	s.rpc.Handle(MethodLock, func(req, resp []byte) (int, error) { return n.lock(s, req, resp) })
 	s.rpc.Handle(MethodFence, n.fenceCall)
 	s.rpc.Handle(MethodDecide, n.decideCall)
+	s.rpc.Handle(MethodConfig, n.configCall)
 	n.mu.Lock()
 	n.sessions[s] = struct{}{}
 	n.mu.Unlock()
@@ -325,11 +388,13 @@ type session struct {
 	// Under n.mu.
 	qp     verbs.QP
 	client uint64
+	epoch  uint64   // the configuration's epoch at MethodOpen
 	id     uint32   // the session's id at the node (from 1)
 	ringMR verbs.MR // the client's log ring (after MethodOpen)
 	ring   *ringReader
-	fenced bool      // no record of its ring is taken any more
-	closed time.Time // when the connection ended (zero while it lasts)
+	fenced bool               // no record of its ring is taken any more
+	end    context.CancelFunc // ends Serve, and with it the connection
+	closed time.Time          // when the connection ended (zero while it lasts)
 }
 
 // Options implements memnode.Session.
@@ -349,8 +414,10 @@ func (s *session) Prepare(qp verbs.QP) error {
 
 // Serve implements memnode.Session.
 func (s *session) Serve(ctx context.Context, qp verbs.QP, cq verbs.CQ) error {
+	ctx, end := context.WithCancel(ctx)
+	defer end()
 	s.n.mu.Lock()
-	s.qp = qp
+	s.qp, s.end = qp, end
 	fenced := s.fenced
 	s.n.mu.Unlock()
 	if fenced {

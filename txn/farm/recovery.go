@@ -50,17 +50,18 @@ func (n *Node) recover(k txKey) {
 	}()
 	n.mu.Lock()
 	var info txInfo
+	var epoch uint64
 	if r := n.locks[k]; r != nil {
-		info = r.info
+		info, epoch = r.info, r.epoch
 	} else if r := n.pending[k]; r != nil {
-		info = r.info
+		info, epoch = r.info, r.epoch
 	}
 	n.mu.Unlock()
 	if info.parts == nil {
 		return // resolved meanwhile
 	}
 	for {
-		commit, err := n.tryRecover(k, info)
+		commit, err := n.tryRecover(k, info, epoch)
 		if err == nil {
 			n.mu.Lock()
 			if commit {
@@ -81,13 +82,25 @@ func (n *Node) recover(k txKey) {
 	}
 }
 
-// tryRecover runs the three steps once.
-func (n *Node) tryRecover(k txKey, info txInfo) (bool, error) {
-	l, parts := n.layout, info.parts
+// tryRecover runs the three steps once, for a transaction of the given
+// epoch. It asks only the nodes not taken out: the decision reads the
+// records the live log holders of each written shard (at the
+// transaction's epoch) hold. A shard whose holders are all out gives no
+// evidence; when no written shard has a live holder the transaction
+// aborts: with one node lost per epoch that is a transaction on one
+// shard whose COMMIT-PRIMARY record, had it landed, was taken by the
+// fence (its locks would be gone and the decision a no-op).
+func (n *Node) tryRecover(k txKey, info txInfo, epoch uint64) (bool, error) {
+	n.mu.Lock()
+	l, parts, conf, out := n.layout, info.parts, n.confs[epoch], slices.Clone(n.conf.Out)
+	n.mu.Unlock()
+	if conf.Primaries == nil {
+		return false, fmt.Errorf("%w: a transaction of unknown epoch %d", ErrProtocol, epoch)
+	}
 	var nodes []int
 	for _, p := range parts {
 		for _, r := range l.Replicas(p) {
-			if !slices.Contains(nodes, r) {
+			if !slices.Contains(nodes, r) && !out[r] {
 				nodes = append(nodes, r)
 			}
 		}
@@ -95,7 +108,7 @@ func (n *Node) tryRecover(k txKey, info txInfo) (bool, error) {
 	req := binary.LittleEndian.AppendUint64(nil, k.client)
 	req = binary.LittleEndian.AppendUint64(req, k.seq)
 	req = info.append(req)
-	commit := true
+	commit, evidence := true, false
 	for _, node := range nodes {
 		holds, err := n.ask(node, MethodFence, req)
 		if err != nil {
@@ -105,11 +118,15 @@ func (n *Node) tryRecover(k txKey, info txInfo) (bool, error) {
 			return false, fmt.Errorf("%w: fence answer of %d bytes for %d shards", ErrProtocol, len(holds), len(parts))
 		}
 		for i, p := range parts {
-			if c := l.copyOf(node, p); c >= 1 && holds[i] != 1 {
-				commit = false
+			if slices.Contains(conf.logHolders(p), node) {
+				evidence = true
+				if holds[i] != 1 {
+					commit = false
+				}
 			}
 		}
 	}
+	commit = commit && evidence
 	dec := binary.LittleEndian.AppendUint64(nil, k.client)
 	dec = binary.LittleEndian.AppendUint64(dec, k.seq)
 	if commit {

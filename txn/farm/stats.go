@@ -7,20 +7,21 @@ import (
 
 // NodeStats are a node's counters.
 type NodeStats struct {
-	Locks         int           // transactions holding locks here now
-	Pending       int           // transactions with COMMIT-BACKUP records not yet truncated
-	Locked        uint64        // objects locked
-	LockFailures  uint64        // LOCK requests refused (conflict, changed version, full)
-	Installed     uint64        // transactions installed and unlocked (commits)
-	Released      uint64        // transactions unlocked without installing (aborts)
-	Records       uint64        // log records taken
-	Wraps         uint64        // times a log ring's reader went round to its start
-	BackupApplied uint64        // backup records applied to the backup copies
-	BackupFull    uint64        // committed writes a backup copy had no slot for (should stay 0)
-	Recovered     uint64        // transactions this node recovered, committed
-	RecoverAborts uint64        // transactions this node recovered, aborted
-	MaxLockHold   time.Duration // the longest any transaction held its locks here
-	CPU           time.Duration // the node's CPU time on the protocol (RPC handlers, log records)
+	Locks            int           // transactions holding locks here now
+	Pending          int           // transactions with COMMIT-BACKUP records not yet truncated
+	Locked           uint64        // objects locked
+	LockFailures     uint64        // LOCK requests refused (conflict, changed version, full)
+	Installed        uint64        // transactions installed and unlocked (commits)
+	Released         uint64        // transactions unlocked without installing (aborts)
+	Records          uint64        // log records taken
+	Wraps            uint64        // times a log ring's reader went round to its start
+	BackupApplied    uint64        // backup records applied to the backup copies
+	BackupFull       uint64        // committed writes a backup copy had no slot for (should stay 0)
+	Recovered        uint64        // transactions this node recovered, committed
+	RecoverAborts    uint64        // transactions this node recovered, aborted
+	Reconfigurations uint64        // epochs of the membership this node moved to
+	MaxLockHold      time.Duration // the longest any transaction held its locks here
+	CPU              time.Duration // the node's CPU time on the protocol (RPC handlers, log records)
 }
 
 // Stats returns the node's counters.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/rdmakit/rdmakit/txn"
@@ -14,21 +15,30 @@ import (
 // writes. Everything here runs under n.mu; the CPU is the only writer of
 // the tables, so it reads them without the torn-read checks clients need.
 
-// lockRec is a transaction's locks at this node (its primary shard): the
-// slots it locked, the versions they had, and the writes to install.
+// lockRec is a transaction's locks at this node, by shard (a node is
+// primary of several shards once it took over a lost primary's).
 type lockRec struct {
-	info     txInfo
+	info   txInfo
+	epoch  uint64 // the epoch of the session that locked
+	shards map[int]*lockedShard
+	at     time.Time
+	sess   *session
+}
+
+// lockedShard is a transaction's locks in one shard: the slots it
+// locked, the versions they had, and the writes to install.
+type lockedShard struct {
+	copy     int // the copy of the shard the node serves as primary
 	slots    []int
 	versions []uint64
 	writes   []write // copies, not aliases of a request
-	at       time.Time
-	sess     *session
 }
 
 // backupRec is a transaction's COMMIT-BACKUP records at this node, by
 // shard, kept until truncated or decided.
 type backupRec struct {
 	info   txInfo
+	epoch  uint64 // the epoch of the session the records came through
 	shards map[int][]write
 	sess   *session
 	at     time.Time
@@ -91,43 +101,51 @@ func (n *Node) lock(s *session, req, resp []byte) (int, error) {
 	}
 	k := txKey{s.client, seq}
 	switch {
-	case s.ring == nil || s.fenced:
+	case s.ring == nil:
 		return 0, fmt.Errorf("%w: lock from a client not open", ErrProtocol)
-	case shard != n.index:
-		return 0, fmt.Errorf("%w: lock of shard %d at node %d", ErrProtocol, shard, n.index)
-	case n.locks[k] != nil:
+	case s.fenced:
+		return 0, ErrFenced
+	case shard >= len(n.conf.Primaries) || n.conf.Primaries[shard] != n.index:
+		return 0, fmt.Errorf("%w: lock of shard %d at node %d, not its primary at epoch %d", ErrEpoch, shard, n.index, n.conf.Epoch)
+	case n.locks[k] != nil && (n.locks[k].shards[shard] != nil || n.locks[k].sess != s):
 		return 0, fmt.Errorf("%w: transaction %d locked twice", ErrProtocol, seq)
 	case 1+8*len(ws) > len(resp):
 		return 0, fmt.Errorf("%w: %d writes", ErrProtocol, len(ws))
 	}
-	r := &lockRec{info: info, at: t0, sess: s}
+	p := &lockedShard{copy: n.layout.copyOf(n.index, shard)}
 	for i := range ws {
 		w := &ws[i]
-		st, slot, word := n.lockOne(w)
+		st, slot, word := n.lockOne(p.copy, w)
 		if st != lockOK {
-			n.release(r)
+			n.releaseShard(p)
+			n.stats.Released++
 			resp[0] = st
 			binary.LittleEndian.PutUint16(resp[1:], uint16(i))
 			n.stats.LockFailures++
 			return 3, nil
 		}
-		r.slots, r.versions = append(r.slots, slot), append(r.versions, word)
+		p.slots, p.versions = append(p.slots, slot), append(p.versions, word)
 		binary.LittleEndian.PutUint64(resp[1+8*i:], word)
 	}
-	r.writes = copyWrites(ws)
-	n.locks[k] = r
+	p.writes = copyWrites(ws)
+	r := n.locks[k]
+	if r == nil {
+		r = &lockRec{info: info, epoch: s.epoch, shards: map[int]*lockedShard{}, at: t0, sess: s}
+		n.locks[k] = r
+	}
+	r.shards[shard] = p
 	n.stats.Locked += uint64(len(ws))
 	resp[0] = lockOK
 	return 1 + 8*len(ws), nil
 }
 
-// lockOne locks w's object: the slot and the version it had.
-func (n *Node) lockOne(w *write) (st byte, slot int, word uint64) {
-	slot, found := n.find(0, w.key)
+// lockOne locks w's object in copy c: the slot and the version it had.
+func (n *Node) lockOne(c int, w *write) (st byte, slot int, word uint64) {
+	slot, found := n.find(c, w.key)
 	if slot < 0 {
 		return lockFull, 0, 0
 	}
-	b := n.slot(0, slot)
+	b := n.slot(c, slot)
 	word = loadWord(b)
 	switch {
 	case word&lockBit != 0:
@@ -144,8 +162,8 @@ func (n *Node) lockOne(w *write) (st byte, slot int, word uint64) {
 
 // release unlocks r's objects as they were (an abort).
 func (n *Node) release(r *lockRec) {
-	for i, slot := range r.slots {
-		storeWord(n.slot(0, slot), r.versions[i])
+	for _, p := range r.shards {
+		n.releaseShard(p)
 	}
 	n.held(r)
 	n.stats.Released++
@@ -154,12 +172,52 @@ func (n *Node) release(r *lockRec) {
 // install writes r's values at their new versions and unlocks (a
 // commit).
 func (n *Node) install(r *lockRec) {
-	for i, slot := range r.slots {
-		w := &r.writes[i]
-		writeSlot(n.slot(0, slot), w.key, w.op == opPut, w.value, r.versions[i]+1, true)
+	for _, p := range r.shards {
+		n.installShard(p)
 	}
 	n.held(r)
 	n.stats.Installed++
+}
+
+// releaseShard unlocks p's objects as they were.
+func (n *Node) releaseShard(p *lockedShard) {
+	for i, slot := range p.slots {
+		storeWord(n.slot(p.copy, slot), p.versions[i])
+	}
+}
+
+// installShard writes p's values at their new versions and unlocks.
+func (n *Node) installShard(p *lockedShard) {
+	for i, slot := range p.slots {
+		w := &p.writes[i]
+		writeSlot(n.slot(p.copy, slot), w.key, w.op == opPut, w.value, p.versions[i]+1, true)
+	}
+}
+
+// settle installs (commit) or releases one shard's locks of transaction
+// k, on its COMMIT-PRIMARY or abort record; the transaction's record goes
+// with its last shard.
+func (n *Node) settle(k txKey, shard int, commit bool) {
+	l := n.locks[k]
+	if l == nil || l.shards[shard] == nil {
+		return
+	}
+	if commit {
+		n.installShard(l.shards[shard])
+	} else {
+		n.releaseShard(l.shards[shard])
+	}
+	delete(l.shards, shard)
+	if len(l.shards) > 0 {
+		return
+	}
+	n.held(l)
+	if commit {
+		n.stats.Installed++
+	} else {
+		n.stats.Released++
+	}
+	delete(n.locks, k)
 }
 
 // held notes how long r's locks were held.
@@ -171,10 +229,16 @@ func (n *Node) held(r *lockRec) {
 
 // applyBackup installs a committed transaction's writes to shard in this
 // node's backup copy, each only over an older version (records of
-// different coordinators may be applied in any order).
-func (n *Node) applyBackup(shard int, ws []write) {
+// different coordinators may be applied in any order). Records this node
+// took as the shard's primary (its decision log, epoch's configuration
+// leaving the shard no backup) are not applied: the primary installs
+// its locked writes itself.
+func (n *Node) applyBackup(epoch uint64, shard int, ws []write) {
 	c := n.layout.copyOf(n.index, shard)
 	if c < 1 {
+		return
+	}
+	if conf, ok := n.confs[epoch]; ok && conf.Primaries[shard] == n.index {
 		return
 	}
 	for i := range ws {
@@ -199,7 +263,7 @@ func (n *Node) applyBackup(shard int, ws []write) {
 func (n *Node) commitBackup(k txKey) {
 	if r := n.pending[k]; r != nil {
 		for s, ws := range r.shards {
-			n.applyBackup(s, ws)
+			n.applyBackup(r.epoch, s, ws)
 		}
 		delete(n.pending, k)
 	}
@@ -214,23 +278,17 @@ func (n *Node) take(s *session, r *record) {
 	k := txKey{s.client, r.seq}
 	switch r.kind {
 	case recAbort:
-		if l := n.locks[k]; l != nil {
-			n.release(l)
-			delete(n.locks, k)
-		}
+		n.settle(k, r.shard, false)
 	case recCommitPrimary:
-		if l := n.locks[k]; l != nil {
-			n.install(l)
-			delete(n.locks, k)
-		}
+		n.settle(k, r.shard, true)
 	case recCommitBackup:
-		if n.layout.copyOf(n.index, r.shard) < 1 {
-			n.log.Warn("farm: COMMIT-BACKUP record for a shard this node does not back up", "shard", r.shard)
+		if conf := n.confs[s.epoch]; !slices.Contains(conf.logHolders(r.shard), n.index) {
+			n.log.Warn("farm: COMMIT-BACKUP record for a shard this node does not log", "shard", r.shard, "epoch", s.epoch)
 			return
 		}
 		b := n.pending[k]
 		if b == nil {
-			b = &backupRec{info: r.info, shards: map[int][]write{}, sess: s, at: time.Now()}
+			b = &backupRec{info: r.info, epoch: s.epoch, shards: map[int][]write{}, sess: s, at: time.Now()}
 			n.pending[k] = b
 		}
 		b.shards[r.shard] = copyWrites(r.writes)

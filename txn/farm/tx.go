@@ -15,8 +15,10 @@ import (
 // what it found.
 type readEnt struct {
 	shard   int
-	slot    int  // -1: the key's window is full of other keys, it can never exist
-	empty   bool // the slot was empty: the key was absent and would go there
+	node    int    // the primary READ
+	base    uint64 // the address of the shard's primary copy there
+	slot    int    // -1: the key's window is full of other keys, it can never exist
+	empty   bool   // the slot was empty: the key was absent and would go there
 	version uint64
 	present bool
 	locked  bool // at the READ
@@ -36,9 +38,10 @@ type writeEnt struct {
 type Tx struct {
 	db     *DB
 	ctx    context.Context
-	conns  []*conn // at Commit: the connection to each node the commit uses (nil: none)
-	info   txInfo  // at Commit: the shards written, the sessions used
-	seq    uint64  // the transaction's number, once Commit gave it one
+	conf   *Configuration // the configuration it routes by (Begin's)
+	conns  []*conn        // at Commit: the connection to each node the commit uses (nil: none)
+	info   txInfo         // at Commit: the shards written, the sessions used
+	seq    uint64         // the transaction's number, once Commit gave it one
 	reads  map[string]*readEnt
 	writes map[string]*writeEnt
 	done   bool
@@ -176,10 +179,12 @@ func (t *Tx) read(key []byte) (*readEnt, error) {
 	db := t.db
 	l := &db.layout
 	shard := txn.Shard(key, l.Shards())
-	c, err := db.conn(shard)
+	node := t.conf.Primaries[shard]
+	c, err := t.connAt(node)
 	if err != nil {
 		return nil, readErr(key, err)
 	}
+	base := c.tables + uint64(l.copyOf(node, shard)*l.Buckets*l.SlotSize())
 	size, home := l.SlotSize(), l.home(txn.Hash(key))
 	first, count := home, FirstProbe
 	v, cached := db.locs.Load(string(key))
@@ -193,7 +198,7 @@ func (t *Tx) read(key []byte) (*readEnt, error) {
 		if torn > maxTorn {
 			return nil, txn.Abort(txn.Timeout, key, fmt.Errorf("farm: %d torn reads in a row", torn))
 		}
-		if buf, err = c.read(t.ctx, c.tables+uint64(first*size), count*size, buf[:0]); err != nil {
+		if buf, err = c.read(t.ctx, base+uint64(first*size), count*size, buf[:0]); err != nil {
 			return nil, readErr(key, err)
 		}
 		r, ok := scan(buf, key, first, count, size, l.ValueSize)
@@ -230,13 +235,34 @@ func (t *Tx) read(key []byte) (*readEnt, error) {
 			torn = 0
 			continue
 		}
-		r.shard = shard
-		if r.slot >= 0 && !r.empty {
+		r.shard, r.node, r.base = shard, node, base
+		if r.slot >= 0 && !r.empty && db.config() == t.conf {
 			db.locs.Store(string(key), r.slot)
 		}
 		t.reads[string(key)] = r
 		return r, nil
 	}
+}
+
+// connAt is the client's connection to node, which must be of the
+// transaction's epoch: one of an older epoch is replaced (the node
+// fences it when it moves on, if it has not yet), and a transaction
+// older than the connection aborts (txn.Timeout: txn.Run retries it with
+// the new configuration).
+func (t *Tx) connAt(node int) (*conn, error) {
+	c, err := t.db.conn(node)
+	if err != nil {
+		t.db.refresh() // the node may be out: learn it
+		return nil, err
+	}
+	switch {
+	case c.epoch < t.conf.Epoch:
+		t.db.lost(c)
+		return nil, fmt.Errorf("%w: node %d: a connection of epoch %d, the transaction's is %d", ErrEpoch, node, c.epoch, t.conf.Epoch)
+	case c.epoch > t.conf.Epoch:
+		return nil, fmt.Errorf("%w: node %d: a connection of epoch %d, the transaction's is %d", ErrEpoch, node, c.epoch, t.conf.Epoch)
+	}
+	return c, nil
 }
 
 // readErr is the error of a READ that failed: an abort (Timeout), which

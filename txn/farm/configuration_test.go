@@ -1,0 +1,58 @@
+package farm
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestConfigurationCodec: what marshal encodes, unmarshalConfiguration
+// decodes; a truncated or out-of-range one is refused.
+func TestConfigurationCodec(t *testing.T) {
+	c := InitialConfiguration(Layout{Nodes: []string{"a", "b", "c", "d"}, F: 2})
+	if !c.remove(1) || c.remove(1) {
+		t.Fatal("remove: a node out twice")
+	}
+	b := c.marshal()
+	got, err := unmarshalConfiguration(b)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(c) {
+		t.Fatalf("got %+v, %v; want %+v", got, err, c)
+	}
+	for i := range len(b) {
+		if _, err := unmarshalConfiguration(b[:i]); err == nil {
+			t.Fatalf("a %d-byte prefix of %d decoded", i, len(b))
+		}
+	}
+	bad := append([]byte(nil), b...)
+	bad[len(bad)-1] = 9 // a backup named 9 of 4 nodes
+	if _, err := unmarshalConfiguration(bad); err == nil {
+		t.Fatal("a node out of range decoded")
+	}
+}
+
+// FuzzConfiguration: decoding never panics, and what decodes encodes
+// back to the same bytes.
+func FuzzConfiguration(f *testing.F) {
+	c := InitialConfiguration(Layout{Nodes: []string{"a", "b", "c"}})
+	f.Add(c.marshal())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := unmarshalConfiguration(b)
+		if err != nil {
+			return
+		}
+		if got := c.marshal(); string(got) != string(normalizeOut(b, len(c.Out))) {
+			t.Fatalf("%x decoded to %+v, encoded to %x", b, c, got)
+		}
+	})
+}
+
+// normalizeOut maps the out bytes of an encoded configuration to 0 or 1
+// (the decoder takes any byte but 1 for in).
+func normalizeOut(b []byte, nodes int) []byte {
+	out := append([]byte(nil), b...)
+	for i := range nodes {
+		if out[9+i] != 1 {
+			out[9+i] = 0
+		}
+	}
+	return out
+}
