@@ -1,0 +1,294 @@
+package farm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/rdmakit/rdmakit/txn"
+)
+
+// The node's CPU side of the tables: lookups, LOCK, installation and
+// release of a primary's locks, and a backup's application of committed
+// writes. Everything here runs under n.mu; the CPU is the only writer of
+// the tables, so it reads them without the torn-read checks clients need.
+
+// lockRec is a transaction's locks at this node (its primary shard): the
+// slots it locked, the versions they had, and the writes to install.
+type lockRec struct {
+	info     txInfo
+	slots    []int
+	versions []uint64
+	writes   []write // copies, not aliases of a request
+	at       time.Time
+	sess     *session
+}
+
+// backupRec is a transaction's COMMIT-BACKUP records at this node, by
+// shard, kept until truncated or decided.
+type backupRec struct {
+	info   txInfo
+	shards map[int][]write
+	sess   *session
+	at     time.Time
+}
+
+// slot returns slot i of copy c.
+func (n *Node) slot(c, i int) []byte {
+	off := (c*n.layout.Buckets + i) * n.slotSize
+	return n.tables.Bytes()[off : off+n.slotSize]
+}
+
+// find returns key's slot in copy c (found), or the empty slot where it
+// would go (not found), or -1 when its window is full of other keys.
+func (n *Node) find(c int, key []byte) (int, bool) {
+	home := n.layout.home(txn.Hash(key))
+	for i := home; i < home+MaxProbe; i++ {
+		b := n.slot(c, i)
+		kl := int(b[slotMeta])
+		if kl == 0 {
+			return i, false
+		}
+		if bytes.Equal(b[slotKey:slotKey+kl], key) {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+// copyWrites copies ws out of a request or ring buffer.
+func copyWrites(ws []write) []write {
+	out := make([]write, len(ws))
+	for i, w := range ws {
+		w.key, w.value = bytes.Clone(w.key), bytes.Clone(w.value)
+		out[i] = w
+	}
+	return out
+}
+
+// lock is MethodLock for session s: lock every write's object in the
+// primary copy, checking the versions read; all or none.
+func (n *Node) lock(s *session, req, resp []byte) (int, error) {
+	t0 := time.Now()
+	defer n.busy(t0)
+	if len(req) < lockFixed {
+		return 0, fmt.Errorf("%w: a %d-byte lock", ErrProtocol, len(req))
+	}
+	seq, shard := binary.LittleEndian.Uint64(req), int(req[8])
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.layout == nil {
+		return 0, ErrNoLayout
+	}
+	info, rest, err := parseTxInfo(req[lockFixed:], n.layout.Shards())
+	if err != nil {
+		return 0, err
+	}
+	ws, _, err := parseWrites(rest, n.layout.ValueSize)
+	if err != nil {
+		return 0, err
+	}
+	k := txKey{s.client, seq}
+	switch {
+	case s.ring == nil || s.fenced:
+		return 0, fmt.Errorf("%w: lock from a client not open", ErrProtocol)
+	case shard != n.index:
+		return 0, fmt.Errorf("%w: lock of shard %d at node %d", ErrProtocol, shard, n.index)
+	case n.locks[k] != nil:
+		return 0, fmt.Errorf("%w: transaction %d locked twice", ErrProtocol, seq)
+	case 1+8*len(ws) > len(resp):
+		return 0, fmt.Errorf("%w: %d writes", ErrProtocol, len(ws))
+	}
+	r := &lockRec{info: info, at: t0, sess: s}
+	for i := range ws {
+		w := &ws[i]
+		st, slot, word := n.lockOne(w)
+		if st != lockOK {
+			n.release(r)
+			resp[0] = st
+			binary.LittleEndian.PutUint16(resp[1:], uint16(i))
+			n.stats.LockFailures++
+			return 3, nil
+		}
+		r.slots, r.versions = append(r.slots, slot), append(r.versions, word)
+		binary.LittleEndian.PutUint64(resp[1+8*i:], word)
+	}
+	r.writes = copyWrites(ws)
+	n.locks[k] = r
+	n.stats.Locked += uint64(len(ws))
+	resp[0] = lockOK
+	return 1 + 8*len(ws), nil
+}
+
+// lockOne locks w's object: the slot and the version it had.
+func (n *Node) lockOne(w *write) (st byte, slot int, word uint64) {
+	slot, found := n.find(0, w.key)
+	if slot < 0 {
+		return lockFull, 0, 0
+	}
+	b := n.slot(0, slot)
+	word = loadWord(b)
+	switch {
+	case word&lockBit != 0:
+		return lockLocked, 0, 0
+	case w.expect && word != w.version:
+		return lockChanged, 0, 0
+	case !found: // claim the slot, absent, locked
+		writeSlot(b, w.key, false, nil, 0, false)
+	default:
+		storeWord(b, word|lockBit)
+	}
+	return lockOK, slot, word
+}
+
+// release unlocks r's objects as they were (an abort).
+func (n *Node) release(r *lockRec) {
+	for i, slot := range r.slots {
+		storeWord(n.slot(0, slot), r.versions[i])
+	}
+	n.held(r)
+	n.stats.Released++
+}
+
+// install writes r's values at their new versions and unlocks (a
+// commit).
+func (n *Node) install(r *lockRec) {
+	for i, slot := range r.slots {
+		w := &r.writes[i]
+		writeSlot(n.slot(0, slot), w.key, w.op == opPut, w.value, r.versions[i]+1, true)
+	}
+	n.held(r)
+	n.stats.Installed++
+}
+
+// held notes how long r's locks were held.
+func (n *Node) held(r *lockRec) {
+	if d := time.Since(r.at); d > n.stats.MaxLockHold {
+		n.stats.MaxLockHold = d
+	}
+}
+
+// applyBackup installs a committed transaction's writes to shard in this
+// node's backup copy, each only over an older version (records of
+// different coordinators may be applied in any order).
+func (n *Node) applyBackup(shard int, ws []write) {
+	c := n.layout.copyOf(n.index, shard)
+	if c < 1 {
+		return
+	}
+	for i := range ws {
+		w := &ws[i]
+		slot, found := n.find(c, w.key)
+		if slot < 0 {
+			n.stats.BackupFull++
+			n.log.Error("farm: backup copy has no slot for a committed key", "shard", shard, "key", w.key)
+			continue
+		}
+		b := n.slot(c, slot)
+		if found && loadWord(b) >= w.version {
+			continue
+		}
+		writeSlot(b, w.key, w.op == opPut, w.value, w.version, true)
+	}
+	n.stats.BackupApplied++
+}
+
+// commitBackup applies and forgets a transaction's backup records, and
+// remembers that it committed.
+func (n *Node) commitBackup(k txKey) {
+	if r := n.pending[k]; r != nil {
+		for s, ws := range r.shards {
+			n.applyBackup(s, ws)
+		}
+		delete(n.pending, k)
+	}
+	n.applied.add(k)
+}
+
+// take applies one record of session s's ring.
+func (n *Node) take(s *session, r *record) {
+	for _, t := range r.trunc {
+		n.commitBackup(txKey{s.client, t})
+	}
+	k := txKey{s.client, r.seq}
+	switch r.kind {
+	case recAbort:
+		if l := n.locks[k]; l != nil {
+			n.release(l)
+			delete(n.locks, k)
+		}
+	case recCommitPrimary:
+		if l := n.locks[k]; l != nil {
+			n.install(l)
+			delete(n.locks, k)
+		}
+	case recCommitBackup:
+		if n.layout.copyOf(n.index, r.shard) < 1 {
+			n.log.Warn("farm: COMMIT-BACKUP record for a shard this node does not back up", "shard", r.shard)
+			return
+		}
+		b := n.pending[k]
+		if b == nil {
+			b = &backupRec{info: r.info, shards: map[int][]write{}, sess: s, at: time.Now()}
+			n.pending[k] = b
+		}
+		b.shards[r.shard] = copyWrites(r.writes)
+	}
+}
+
+// takeRecords takes every record that has landed in s's ring and tells
+// the writer; it returns how many.
+func (n *Node) takeRecords(s *session) int {
+	if s.ring == nil || s.fenced || n.layout == nil {
+		return 0
+	}
+	k := 0
+	lap := s.ring.pos / uint64(s.ring.size)
+	defer func() { n.stats.Wraps += s.ring.pos/uint64(s.ring.size) - lap }()
+	for {
+		body, ok := s.ring.next()
+		if !ok {
+			break
+		}
+		k++
+		r, err := parseRecord(body, n.layout.Shards(), n.layout.ValueSize)
+		if err != nil {
+			n.log.Warn("farm: bad log record", "client", s.client, "err", err)
+			continue
+		}
+		n.take(s, &r)
+	}
+	if k > 0 {
+		s.ring.done()
+		n.stats.Records += uint64(k)
+	}
+	return k
+}
+
+// stopSession fences session s: its QP goes to ERROR, so nothing more
+// of its client's lands; the node waits out what is landing, takes the
+// records that landed, and takes none after.
+func (n *Node) stopSession(s *session) {
+	if s.fenced {
+		return
+	}
+	if s.qp != nil {
+		_ = s.qp.Modify(verbsError)
+	}
+	quiesce(n.logs)
+	n.takeRecords(s)
+	s.fenced = true
+}
+
+// unresolved lists the transactions that hold locks here through
+// session s.
+func (n *Node) unresolved(s *session) []txKey {
+	var out []txKey
+	for k, r := range n.locks {
+		if r.sess == s {
+			out = append(out, k)
+		}
+	}
+	return out
+}
