@@ -19,7 +19,9 @@ func init() {
 		Name: "txn-peers",
 		Description: "SmallBank and TATP on FaRM and PRISM-TX next to PostgreSQL 15 SERIALIZABLE, 8 and 32 clients: throughput, p50, p99, " +
 			"aborts, round trips and node CPU per transaction; serializability and SmallBank's money checked",
-		Run: func(ctx context.Context, env *bench.Env) (*bench.Result, error) { return runPeers(ctx, env, peerSystems) },
+		Run: func(ctx context.Context, env *bench.Env) (*bench.Result, error) {
+			return runPeers(ctx, env, peerSystems)
+		},
 	})
 }
 

@@ -17,7 +17,9 @@ func init() {
 		Name: "txn-ycsbt",
 		Description: "PRISM-TX next to FaRM on YCSB-T over tcp (PRISM Fig. 10): committed throughput and median latency against zipf skew " +
 			"0.5 to 0.99, p99, aborts, round trips and node CPU per transaction; every point checked for serializability",
-		Run: func(ctx context.Context, env *bench.Env) (*bench.Result, error) { return runYCSBT(ctx, env, ycsbtSystems) },
+		Run: func(ctx context.Context, env *bench.Env) (*bench.Result, error) {
+			return runYCSBT(ctx, env, ycsbtSystems)
+		},
 	})
 }
 
