@@ -1,0 +1,459 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmakit/rdmakit/bench"
+	"github.com/rdmakit/rdmakit/check"
+	"github.com/rdmakit/rdmakit/txn"
+	"github.com/rdmakit/rdmakit/workload"
+)
+
+// killsEnv sets how many clients TestTxnKilledClients kills per protocol
+// (default 3; the acceptance run takes 50: RDMAKIT_TXN_KILLS=50, about
+// two minutes per protocol).
+const killsEnv = "RDMAKIT_TXN_KILLS"
+
+// The bank of TestTxnKilledClients: the survivors' customers first, then
+// victimCustomers of its own for each killed client.
+const (
+	survivorCustomers = 100
+	victimCustomers   = 4
+	survivorThreads   = 4
+	// probeLimit bounds how long after a kill a write of the keys the
+	// victim was committing may take: the protocols' leases (FaRM 500
+	// ms, PRISM-TX 1 s) plus recovery's round trips and the machine's
+	// noise.
+	probeLimit = 2500 * time.Millisecond
+)
+
+// clientProc is a `txn client` process and what it said so far.
+type clientProc struct {
+	cmd  *exec.Cmd
+	done chan struct{} // its output ended
+
+	mu    sync.Mutex
+	lines []txnClientLine
+	dones int
+	// killAfter > 0 arms the kill: at the first commit line after
+	// killAfter outcomes, the process is killed (-9) after a random
+	// pause of up to killJitter (about a commit's time on a loaded
+	// machine, so that kills land before, during and after its phases);
+	// killed is closed then.
+	killAfter  int
+	killJitter time.Duration
+	killed     chan struct{}
+}
+
+// startClient starts `rdmakit txn client` with args, the token in its
+// environment.
+func startClient(t *testing.T, token string, killAfter int, args ...string) *clientProc {
+	t.Helper()
+	c := &clientProc{done: make(chan struct{}), killAfter: killAfter, killJitter: 3 * time.Millisecond, killed: make(chan struct{})}
+	c.cmd = selfCommand(context.Background(), append([]string{"txn", "client"}, args...)...)
+	c.cmd.Env = append(c.cmd.Env, "RDMAKIT_TOKEN="+token)
+	c.cmd.Stderr = os.Stderr
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go c.read(out)
+	return c
+}
+
+// read takes the client's lines, and kills it when armed.
+func (c *clientProc) read(out interface{ Read([]byte) (int, error) }) {
+	defer close(c.done)
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	for sc.Scan() {
+		var l txnClientLine
+		if json.Unmarshal(sc.Bytes(), &l) != nil {
+			continue
+		}
+		c.mu.Lock()
+		c.lines = append(c.lines, l)
+		if l.Done || l.Rejected || l.Err != "" {
+			c.dones++
+		}
+		kill := c.killAfter > 0 && l.Commit && c.dones >= c.killAfter
+		if kill {
+			c.killAfter = 0
+		}
+		c.mu.Unlock()
+		if kill {
+			spin(time.Duration(rand.Int64N(int64(c.killJitter))))
+			c.cmd.Process.Kill()
+			close(c.killed)
+		}
+	}
+}
+
+// spin waits d without sleeping (a sleep's granularity is coarser than
+// a commit).
+func spin(d time.Duration) {
+	for t0 := time.Now(); time.Since(t0) < d; {
+	}
+}
+
+func (c *clientProc) committed() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dones
+}
+
+// clientLog is what a client's lines say: its committed traces, the sum
+// of its committed deltas, and the operation it had under way when its
+// output ended (nil for none), with whether it was traced (committed).
+type clientLog struct {
+	traces       []check.Txn
+	delta        int64
+	inflight     *workload.SmallBankOp
+	inflightDone bool
+	errs         []string
+}
+
+func (c *clientProc) log() clientLog {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var g clientLog
+	for _, l := range c.lines {
+		switch {
+		case l.Op != nil:
+			g.inflight, g.inflightDone = l.Op, false
+		case l.Traced:
+			g.traces = append(g.traces, check.Txn{Reads: l.Reads, Writes: l.Writes})
+			g.inflightDone = true
+		case l.Done:
+			g.delta += l.Delta
+			g.inflight = nil
+		case l.Rejected:
+			g.inflight = nil
+		case l.Err != "":
+			g.errs = append(g.errs, l.Err)
+			g.inflight = nil
+		}
+	}
+	return g
+}
+
+// TestTxnKilledClients kills (-9) SmallBank client processes mid-commit
+// over tcp, RDMAKIT_TXN_KILLS times per protocol (default 3), while a
+// survivor process runs SmallBank on the other customers: the survivor
+// keeps committing between every two kills; the keys a killed client was
+// committing are writable again within probeLimit (no lock or prepared
+// timestamp outlives the lease); every client's money adds up (a killed
+// one's, up to its transaction under way, whole or not at all); and the
+// history of every committed transaction — loading, survivor, the killed
+// clients' reported ones, the probes — is serializable, a killed
+// client's last transaction entering it as the writer of the versions
+// found with no reported writer on its keys.
+func TestTxnKilledClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	kills := 3
+	if v := os.Getenv(killsEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive number", killsEnv, v)
+		}
+		kills = n
+	}
+	for _, p := range []string{protoFarm, protoPrismTX} {
+		t.Run(p, func(t *testing.T) { killClients(t, p, kills) })
+	}
+}
+
+func killClients(t *testing.T, protocol string, kills int) {
+	ctx := t.Context()
+	env := &bench.Env{Options: bench.Options{Command: selfCommand}}
+	tok, err := bench.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for range 3 {
+		s, err := bench.StartServer(ctx, env, tok, "txn", "serve", "--protocol", protocol, "--listen", "127.0.0.1:0",
+			"--slots", "8192", "--memory", "32MiB", "--metrics", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Stop)
+		addrs = append(addrs, s.Addr)
+	}
+	nodes := strings.Join(addrs, ",")
+	accounts := survivorCustomers + kills*victimCustomers
+	bank := &workload.SmallBank{Accounts: accounts, HotAccounts: accounts}
+	f := txnClientFlags{protocol: protocol, nodes: nodes, device: "tcp://127.0.0.1:0", timeout: 10 * time.Second, backups: 1, valueSize: 64}
+	f.token.token = tok
+	db, _, err := f.open(ctx, 3*accounts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	hist := check.NewHistory()
+	if err := bank.Load(ctx, db, workload.TxnLoad{Trace: hist.Add}); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--protocol", protocol, "--nodes", nodes, "--accounts", strconv.Itoa(accounts)}
+	surv := startClient(t, tok, 0, append(common, "--first", "0", "--customers", strconv.Itoa(survivorCustomers),
+		"--threads", strconv.Itoa(survivorThreads))...)
+	defer surv.cmd.Process.Kill()
+	for deadline := time.Now().Add(30 * time.Second); surv.committed() < 10; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the survivor did not commit 10 transactions within 30 s")
+		}
+	}
+
+	probes := &tracingDB{DB: db}
+	var victims []clientLog
+	var maxProbe time.Duration
+	blocked := 0 // probes that waited for a lease (the kill left a lock or a prepared timestamp)
+	inflightCommitted := 0
+	for r := range kills {
+		before := surv.committed()
+		first := survivorCustomers + r*victimCustomers
+		v := startClient(t, tok, 3, append(common, "--first", strconv.Itoa(first), "--customers", strconv.Itoa(victimCustomers),
+			"--seed", strconv.Itoa(r+1))...)
+		select {
+		case <-v.killed:
+		case <-time.After(30 * time.Second):
+			v.cmd.Process.Kill()
+			t.Fatalf("kill %d: the client did not commit 3 transactions within 30 s", r)
+		}
+		v.cmd.Wait()
+		<-v.done
+		g := v.log()
+		if len(g.errs) > 0 {
+			t.Fatalf("kill %d: the client failed before its kill: %v", r, g.errs)
+		}
+		victims = append(victims, g)
+		if g.inflightDone {
+			inflightCommitted++
+		}
+		// The keys it was committing are writable again within the
+		// lease (the probe's read-modify-write commits).
+		if g.inflight != nil {
+			t0 := time.Now()
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := txn.Run(pctx, probes, func(tx txn.Tx) error {
+				return touch(tx, *g.inflight)
+			})
+			cancel()
+			took := time.Since(t0)
+			maxProbe = max(maxProbe, took)
+			if took > 200*time.Millisecond {
+				blocked++
+			}
+			if err != nil || took > probeLimit {
+				t.Errorf("kill %d: writing the keys of %+v took %v: %v", r, *g.inflight, took, err)
+			}
+		}
+		if surv.committed() <= before {
+			t.Errorf("kill %d: the survivor committed nothing meanwhile", r)
+		}
+	}
+	surv.cmd.Process.Signal(os.Interrupt)
+	surv.cmd.Wait()
+	<-surv.done
+	sg := surv.log()
+	if len(sg.errs) > 0 {
+		t.Errorf("the survivor's transactions failed: %d, first %s", len(sg.errs), sg.errs[0])
+	}
+	t.Logf("%s: %d kills (%d with the transaction under way reported committed before the kill; %d probes waited for a lease, the slowest %v); the survivor committed %d",
+		protocol, kills, inflightCommitted, blocked, maxProbe, surv.committed())
+
+	// Money: the survivor's customers exactly; each victim's up to its
+	// transaction under way.
+	bal := balances(t, db, accounts)
+	if got, want := sumRange(bal, 0, survivorCustomers), 2*int64(survivorCustomers)*bank.Initial()+sg.delta; got != want {
+		t.Errorf("the survivor's customers hold %d, want %d", got, want)
+	}
+	for r, g := range victims {
+		first := survivorCustomers + r*victimCustomers
+		x := sumRange(bal, first, first+victimCustomers) - (2*victimCustomers*bank.Initial() + g.delta)
+		if !possibleDelta(g.inflight, x) {
+			t.Errorf("victim %d: its customers hold %+d beyond its committed transactions; under way: %+v", r, x, g.inflight)
+		}
+	}
+
+	// Serializability of everything committed.
+	txns := append([]check.Txn(nil), hist.Txns()...)
+	txns = append(txns, sg.traces...)
+	for _, g := range victims {
+		txns = append(txns, g.traces...)
+	}
+	txns = append(txns, probes.traces...)
+	orphans, err := inflightWriters(txns, victims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := check.Serializable(append(txns, orphans...)); err != nil {
+		t.Fatalf("%d transactions: %v", len(txns), err)
+	}
+	t.Logf("%s: %d committed transactions serializable, %d of them killed clients' transactions found committed after the kill", protocol, len(txns)+len(orphans), len(orphans))
+}
+
+// tracingDB is a txn.DB that keeps its committed transactions' traces.
+type tracingDB struct {
+	txn.DB
+	mu     sync.Mutex
+	traces []check.Txn
+}
+
+func (d *tracingDB) Begin(ctx context.Context) (txn.Tx, error) {
+	tx, err := d.DB.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &tracingTx{Tx: tx, db: d}, nil
+}
+
+type tracingTx struct {
+	txn.Tx
+	db *tracingDB
+}
+
+func (x *tracingTx) Commit() error {
+	if err := x.Tx.Commit(); err != nil {
+		return err
+	}
+	r, w := x.Tx.(txn.Traced).Trace()
+	x.db.mu.Lock()
+	defer x.db.mu.Unlock()
+	x.db.traces = append(x.db.traces, check.Txn{Reads: append([]txn.Access(nil), r...), Writes: append([]txn.Access(nil), w...)})
+	return nil
+}
+
+// touch reads and writes back, unchanged, every balance op uses.
+func touch(tx txn.Tx, op workload.SmallBankOp) error {
+	keys := [][]byte{workload.SavingsKey(op.Cust1), workload.CheckingKey(op.Cust1)}
+	if op.Kind == workload.Amalgamate || op.Kind == workload.SendPayment {
+		keys = append(keys, workload.SavingsKey(op.Cust2), workload.CheckingKey(op.Cust2))
+	}
+	for _, k := range keys {
+		v, err := tx.Get(k)
+		if err != nil {
+			return err
+		}
+		if err := tx.Put(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// balances reads every customer's savings plus checking.
+func balances(t *testing.T, db txn.DB, accounts int) []int64 {
+	t.Helper()
+	out := make([]int64, accounts)
+	for id := range accounts {
+		err := txn.Run(t.Context(), db, func(tx txn.Tx) error {
+			s, err := tx.Get(workload.SavingsKey(uint64(id)))
+			if err != nil {
+				return err
+			}
+			c, err := tx.Get(workload.CheckingKey(uint64(id)))
+			if err != nil {
+				return err
+			}
+			out[id] = int64(binary.BigEndian.Uint64(s)) + int64(binary.BigEndian.Uint64(c))
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("customer %d: %v", id, err)
+		}
+	}
+	return out
+}
+
+func sumRange(b []int64, from, to int) int64 {
+	var s int64
+	for _, x := range b[from:to] {
+		s += x
+	}
+	return s
+}
+
+// possibleDelta says whether x is what op (under way at a kill, nil for
+// none) may have added: nothing (it did not commit), or its own delta.
+func possibleDelta(op *workload.SmallBankOp, x int64) bool {
+	if x == 0 {
+		return true
+	}
+	if op == nil {
+		return false
+	}
+	switch op.Kind {
+	case workload.DepositChecking, workload.TransactSavings:
+		return x == op.Amount
+	case workload.WriteCheck:
+		return x == -op.Amount || x == -op.Amount-1
+	}
+	return false
+}
+
+// inflightWriters returns, for each victim whose keys hold versions read
+// by a committed transaction but written by none reported, a transaction
+// that writes them: its transaction under way, which committed (or was
+// rolled forward) at or after the kill. A version without writer on a
+// key of no victim with a transaction under way, or two on one key, is
+// an error.
+func inflightWriters(txns []check.Txn, victims []clientLog) ([]check.Txn, error) {
+	type kv struct {
+		key string
+		ver uint64
+	}
+	written := map[kv]bool{}
+	for _, tx := range txns {
+		for _, w := range tx.Writes {
+			written[kv{w.Key, w.Version}] = true
+		}
+	}
+	orphans := map[int]map[string]uint64{}
+	for _, tx := range txns {
+		for _, r := range tx.Reads {
+			if r.Version == 0 || written[kv{r.Key, r.Version}] {
+				continue
+			}
+			_, idText, _ := strings.Cut(r.Key, "/")
+			id, err := strconv.Atoi(idText)
+			v := (id - survivorCustomers) / victimCustomers
+			if err != nil || id < survivorCustomers || v >= len(victims) || victims[v].inflight == nil {
+				return nil, fmt.Errorf("version %d of %q was read, and no transaction that could have written it is known", r.Version, r.Key)
+			}
+			if orphans[v] == nil {
+				orphans[v] = map[string]uint64{}
+			}
+			if old, ok := orphans[v][r.Key]; ok && old != r.Version {
+				return nil, fmt.Errorf("versions %d and %d of %q have no reported writer: victim %d had one transaction under way", old, r.Version, r.Key, v)
+			}
+			orphans[v][r.Key] = r.Version
+		}
+	}
+	var out []check.Txn
+	for _, ws := range orphans {
+		var tx check.Txn
+		for k, ver := range ws {
+			tx.Writes = append(tx.Writes, txn.Access{Key: k, Version: ver})
+		}
+		out = append(out, tx)
+	}
+	return out, nil
+}
