@@ -133,12 +133,17 @@ type clientLog struct {
 	inflight     *workload.SmallBankOp
 	inflightDone bool
 	errs         []string
+	tail         string // the last lines, for failure reports
 }
 
 func (c *clientProc) log() clientLog {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var g clientLog
+	for _, l := range c.lines[max(0, len(c.lines)-8):] {
+		b, _ := json.Marshal(l)
+		g.tail += string(b) + " "
+	}
 	for _, l := range c.lines {
 		switch {
 		case l.Op != nil:
@@ -302,7 +307,8 @@ func killClients(t *testing.T, protocol string, kills int) {
 		first := survivorCustomers + r*victimCustomers
 		x := sumRange(bal, first, first+victimCustomers) - (2*victimCustomers*bank.Initial() + g.delta)
 		if !possibleDelta(g.inflight, x) {
-			t.Errorf("victim %d: its customers hold %+d beyond its committed transactions; under way: %+v", r, x, g.inflight)
+			t.Errorf("victim %d: its customers hold %+d beyond its committed transactions; under way: %+v; savings+checking of customers %d to %d: %v; its last lines: %s",
+				r, x, g.inflight, first, first+victimCustomers-1, bal[first:first+victimCustomers], g.tail)
 		}
 	}
 
