@@ -38,18 +38,28 @@ type txnClientLine struct {
 // lineWriter writes txnClientLines, one write each, from many
 // goroutines.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu  sync.Mutex
+	w   io.Writer
+	err error // the first failed write: nobody reads the lines any more
 }
 
 func (lw *lineWriter) emit(l txnClientLine) {
 	b, err := json.Marshal(l)
-	if err != nil {
-		return // a line of plain values always encodes
-	}
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	lw.w.Write(append(b, '\n'))
+	if err == nil && lw.err == nil {
+		_, err = lw.w.Write(append(b, '\n'))
+	}
+	if err != nil && lw.err == nil {
+		lw.err = err
+	}
+}
+
+// failed returns the first error of a write, nil while they succeed.
+func (lw *lineWriter) failed() error {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.err
 }
 
 // threadKey is the context key of the goroutine a transaction runs for.
@@ -130,7 +140,7 @@ and what it was committing.`,
 					defer wg.Done()
 					r := rand.New(rand.NewSource(seed + int64(t)))
 					tctx := context.WithValue(context.WithoutCancel(ctx), threadKey{}, t)
-					for ctx.Err() == nil {
+					for ctx.Err() == nil && out.failed() == nil {
 						op := draw.Next(r)
 						op.Cust1 += uint64(first)
 						if op.Kind == workload.Amalgamate || op.Kind == workload.SendPayment {
@@ -152,6 +162,9 @@ and what it was committing.`,
 				}()
 			}
 			wg.Wait()
+			if err := out.failed(); err != nil {
+				return fmt.Errorf("txn client: writing its report: %w", err)
+			}
 			return nil
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,9 +113,10 @@ func (c *clientProc) read(out interface{ Read([]byte) (int, error) }) {
 }
 
 // spin waits d without sleeping (a sleep's granularity is coarser than
-// a commit).
+// a commit), yielding the processor meanwhile.
 func spin(d time.Duration) {
 	for t0 := time.Now(); time.Since(t0) < d; {
+		runtime.Gosched()
 	}
 }
 
