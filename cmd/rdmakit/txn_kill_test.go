@@ -134,8 +134,11 @@ type clientLog struct {
 	delta        int64
 	inflight     *workload.SmallBankOp
 	inflightDone bool
-	errs         []string
-	tail         string // the last lines, for failure reports
+	// outcomes are its finished operations in the order they finished:
+	// committed or rejected by their own logic.
+	outcomes []opOutcome
+	errs     []string
+	tail     string // the last lines, for failure reports
 }
 
 func (c *clientProc) log() clientLog {
@@ -146,23 +149,29 @@ func (c *clientProc) log() clientLog {
 		b, _ := json.Marshal(l)
 		g.tail += string(b) + " "
 	}
+	cur := map[int]*workload.SmallBankOp{} // by goroutine
+	done := map[int]bool{}
 	for _, l := range c.lines {
 		switch {
 		case l.Op != nil:
-			g.inflight, g.inflightDone = l.Op, false
+			cur[l.T], done[l.T] = l.Op, false
 		case l.Traced:
 			g.traces = append(g.traces, check.Txn{Reads: l.Reads, Writes: l.Writes})
-			g.inflightDone = true
+			done[l.T] = true
 		case l.Done:
 			g.delta += l.Delta
-			g.inflight = nil
+			g.outcomes = append(g.outcomes, opOutcome{*cur[l.T], true})
+			cur[l.T] = nil
 		case l.Rejected:
-			g.inflight = nil
+			g.outcomes = append(g.outcomes, opOutcome{*cur[l.T], false})
+			cur[l.T] = nil
 		case l.Err != "":
 			g.errs = append(g.errs, l.Err)
-			g.inflight = nil
+			cur[l.T] = nil
 		}
 	}
+	// A killed client runs one goroutine: its operation under way.
+	g.inflight, g.inflightDone = cur[0], done[0]
 	return g
 }
 
@@ -299,18 +308,21 @@ func killClients(t *testing.T, protocol string, kills int) {
 	t.Logf("%s: %d kills (%d with the transaction under way reported committed before the kill; %d probes waited for a lease, the slowest %v); the survivor committed %d, its longest pause %v",
 		protocol, kills, inflightCommitted, blocked, maxProbe, surv.committed(), surv.gap)
 
-	// Money: the survivor's customers exactly; each victim's up to its
-	// transaction under way.
+	// Money: the survivor's customers exactly. Each victim's, record by
+	// record: its committed transactions replayed from the loaded
+	// balances, then its transaction under way whole or not at all.
 	bal := balances(t, db, accounts)
-	if got, want := sumRange(bal, 0, survivorCustomers), 2*int64(survivorCustomers)*bank.Initial()+sg.delta; got != want {
-		t.Errorf("the survivor's customers hold %d, want %d", got, want)
+	var total int64
+	for _, b := range bal[:survivorCustomers] {
+		total += b[0] + b[1]
+	}
+	if want := 2*int64(survivorCustomers)*bank.Initial() + sg.delta; total != want {
+		t.Errorf("the survivor's customers hold %d, want %d", total, want)
 	}
 	for r, g := range victims {
 		first := survivorCustomers + r*victimCustomers
-		x := sumRange(bal, first, first+victimCustomers) - (2*victimCustomers*bank.Initial() + g.delta)
-		if !possibleDelta(g.inflight, x) {
-			t.Errorf("victim %d: its customers hold %+d beyond its committed transactions; under way: %+v; savings+checking of customers %d to %d: %v; its last lines: %s",
-				r, x, g.inflight, first, first+victimCustomers-1, bal[first:first+victimCustomers], g.tail)
+		if err := checkReplay(bal, first, bank.Initial(), g); err != nil {
+			t.Errorf("victim %d (customers %d to %d): %v; its last lines: %s", r, first, first+victimCustomers-1, err, g.tail)
 		}
 	}
 
@@ -380,10 +392,10 @@ func touch(tx txn.Tx, op workload.SmallBankOp) error {
 	return nil
 }
 
-// balances reads every customer's savings plus checking.
-func balances(t *testing.T, db txn.DB, accounts int) []int64 {
+// balances reads every customer's savings and checking.
+func balances(t *testing.T, db txn.DB, accounts int) [][2]int64 {
 	t.Helper()
-	out := make([]int64, accounts)
+	out := make([][2]int64, accounts)
 	for id := range accounts {
 		err := txn.Run(t.Context(), db, func(tx txn.Tx) error {
 			s, err := tx.Get(workload.SavingsKey(uint64(id)))
@@ -394,7 +406,7 @@ func balances(t *testing.T, db txn.DB, accounts int) []int64 {
 			if err != nil {
 				return err
 			}
-			out[id] = int64(binary.BigEndian.Uint64(s)) + int64(binary.BigEndian.Uint64(c))
+			out[id] = [2]int64{int64(binary.BigEndian.Uint64(s)), int64(binary.BigEndian.Uint64(c))}
 			return nil
 		})
 		if err != nil {
@@ -404,30 +416,85 @@ func balances(t *testing.T, db txn.DB, accounts int) []int64 {
 	return out
 }
 
-func sumRange(b []int64, from, to int) int64 {
-	var s int64
-	for _, x := range b[from:to] {
-		s += x
-	}
-	return s
+// opOutcome is a finished operation of a client: committed, or rejected
+// by its own logic.
+type opOutcome struct {
+	op        workload.SmallBankOp
+	committed bool
 }
 
-// possibleDelta says whether x is what op (under way at a kill, nil for
-// none) may have added: nothing (it did not commit), or its own delta.
-func possibleDelta(op *workload.SmallBankOp, x int64) bool {
-	if x == 0 {
+// applyOp applies op to balances (savings, checking by customer) as
+// SmallBank's transaction does, and says whether it commits (false: its
+// own logic rejects it, nothing changes).
+func applyOp(b map[uint64]*[2]int64, op workload.SmallBankOp) bool {
+	c1, c2 := b[op.Cust1], b[op.Cust2]
+	switch op.Kind {
+	case workload.Amalgamate:
+		c2[1] += c1[0] + c1[1]
+		c1[0], c1[1] = 0, 0
+	case workload.DepositChecking:
+		c1[1] += op.Amount
+	case workload.SendPayment:
+		if c1[1] < op.Amount {
+			return false
+		}
+		c1[1] -= op.Amount
+		c2[1] += op.Amount
+	case workload.TransactSavings:
+		c1[0] += op.Amount
+	case workload.WriteCheck:
+		take := op.Amount
+		if c1[0]+c1[1] < op.Amount {
+			take++
+		}
+		c1[1] -= take
+	}
+	return true
+}
+
+// checkReplay replays a killed client's finished operations on its
+// customers (from first on, each loaded with initial in savings and in
+// checking) — each must end as the client said (committed or rejected)
+// — and compares every balance read back with the result, or with the
+// result of its operation under way too: that one is whole or absent.
+func checkReplay(bal [][2]int64, first int, initial int64, g clientLog) error {
+	state := func() map[uint64]*[2]int64 {
+		m := map[uint64]*[2]int64{}
+		for id := first; id < first+victimCustomers; id++ {
+			m[uint64(id)] = &[2]int64{initial, initial}
+		}
+		m[0] = &[2]int64{} // Cust2 of the one-customer operations
+		return m
+	}
+	s := state()
+	for i, o := range g.outcomes {
+		if applyOp(s, o.op) != o.committed {
+			return fmt.Errorf("operation %d (%+v) committed=%v, but the balances its predecessors left say otherwise", i, o.op, o.committed)
+		}
+	}
+	same := func(m map[uint64]*[2]int64) bool {
+		for id := first; id < first+victimCustomers; id++ {
+			if *m[uint64(id)] != bal[id] {
+				return false
+			}
+		}
 		return true
 	}
-	if op == nil {
-		return false
+	if same(s) {
+		return nil
 	}
-	switch op.Kind {
-	case workload.DepositChecking, workload.TransactSavings:
-		return x == op.Amount
-	case workload.WriteCheck:
-		return x == -op.Amount || x == -op.Amount-1
+	var want []string
+	for id := first; id < first+victimCustomers; id++ {
+		want = append(want, fmt.Sprint(*s[uint64(id)]))
 	}
-	return false
+	if g.inflight != nil {
+		applyOp(s, *g.inflight)
+		if same(s) {
+			return nil
+		}
+	}
+	return fmt.Errorf("balances (savings, checking) %v; its finished transactions leave %v; under way: %+v (half applied?)",
+		bal[first:first+victimCustomers], want, g.inflight)
 }
 
 // inflightWriters returns, for each victim whose keys hold versions read
@@ -477,4 +544,48 @@ func inflightWriters(txns []check.Txn, victims []clientLog) ([]check.Txn, error)
 		out = append(out, tx)
 	}
 	return out, nil
+}
+
+// The kill test's own checks can fail: a half-applied payment, a
+// rejection its predecessors do not explain, a version with no writer
+// on a survivor's key or two on one key of a killed client.
+func TestTxnKillChecks(t *testing.T) {
+	const first, init = survivorCustomers, 100
+	c0, c1 := uint64(first), uint64(first+1)
+	pay := workload.SmallBankOp{Kind: workload.SendPayment, Cust1: c0, Cust2: c1, Amount: 30}
+	g := clientLog{outcomes: []opOutcome{{workload.SmallBankOp{Kind: workload.DepositChecking, Cust1: c0, Amount: 5}, true}}, inflight: &pay}
+	bal := make([][2]int64, first+victimCustomers)
+	for i := range bal {
+		bal[i] = [2]int64{init, init}
+	}
+	bal[c0][1] = init + 5
+	if err := checkReplay(bal, first, init, g); err != nil {
+		t.Errorf("the payment absent: %v", err)
+	}
+	bal[c0][1], bal[c1][1] = init+5-30, init+30
+	if err := checkReplay(bal, first, init, g); err != nil {
+		t.Errorf("the payment whole: %v", err)
+	}
+	bal[c1][1] = init
+	if err := checkReplay(bal, first, init, g); err == nil {
+		t.Error("a half-applied payment passed")
+	}
+	g.outcomes = append(g.outcomes, opOutcome{workload.SmallBankOp{Kind: workload.SendPayment, Cust1: c1, Cust2: c0, Amount: 50}, false})
+	if err := checkReplay(bal, first, init, g); err == nil || !strings.Contains(err.Error(), "committed=false") {
+		t.Errorf("a payment rejected with the funds there: %v", err)
+	}
+
+	victims := []clientLog{{inflight: &pay}}
+	read := func(key string, v uint64) check.Txn {
+		return check.Txn{Reads: []txn.Access{{Key: key, Version: v}}}
+	}
+	if w, err := inflightWriters([]check.Txn{read("sb.chk/100", 7), read("sb.sav/100", 3)}, victims); err != nil || len(w) != 1 || len(w[0].Writes) != 2 {
+		t.Errorf("a victim's two orphans: %v, %v", w, err)
+	}
+	if _, err := inflightWriters([]check.Txn{read("sb.chk/5", 7)}, victims); err == nil {
+		t.Error("an orphan on a survivor's key passed")
+	}
+	if _, err := inflightWriters([]check.Txn{read("sb.chk/100", 7), read("sb.chk/100", 8)}, victims); err == nil {
+		t.Error("two orphan versions of one key passed")
+	}
 }
