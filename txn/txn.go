@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/rdmakit/rdmakit/kv"
 )
 
 // Limits of keys and values.
@@ -196,19 +198,9 @@ func Check(key, value []byte) error {
 	return nil
 }
 
-// Hash is the 64-bit hash every protocol places keys with (FNV-1a with a
-// multiply-xorshift finish: stable across processes and hosts).
-func Hash(key []byte) uint64 {
-	h := uint64(14695981039346656037)
-	for _, b := range key {
-		h ^= uint64(b)
-		h *= 1099511628211
-	}
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	return h
-}
+// Hash is the 64-bit hash every protocol places keys with: the key-value
+// stores' (kv.Hash, stable across processes and hosts).
+func Hash(key []byte) uint64 { return kv.Hash(key) }
 
 // Shard returns the shard (0 to shards-1) that holds key.
 func Shard(key []byte, shards int) int {

@@ -51,7 +51,8 @@ func valueOf(d []byte) (uint64, error) {
 
 // TestLinearizable: 16 clients, each used by two goroutines at once,
 // read and write 8 blocks, 20,000 operations, while up to f replicas of
-// n = 2f+1 at a time are paused for up to 20 ms; then one is killed for
+// n = 2f+1 at a time are paused for up to 20 ms, or half the clients are
+// each cut from up to f replicas (a partition); then one is killed for
 // the rest of the run. Every operation completes, no read returns a
 // torn block, and porcupine finds the history linearizable (a register
 // per block). For n = 3 and n = 5, and for n = 3 with thrifty phases
@@ -122,7 +123,7 @@ func testLinearizable(t *testing.T, n int, thrifty bool, ops uint64) {
 	for _, c := range cs {
 		wb, phases, lists = wb+c.WriteBacks(), phases+c.Phases(), lists+c.RoundTrips()
 	}
-	t.Logf("%d operations, %d pauses, a replica killed after %d operations, %d reads wrote back, %.2f lists per phase",
+	t.Logf("%d operations, %d pauses and partitions, a replica killed after %d operations, %d reads wrote back, %.2f lists per phase",
 		h.Len(), pauses, killedAt, wb, float64(lists)/float64(phases))
 	if uint64(h.Len()) < ops || pauses < 5 || killedAt == 0 || killedAt >= ops {
 		t.Fatalf("%d operations recorded, %d pauses, killed after %d: not the schedule wanted", h.Len(), pauses, killedAt)
@@ -139,9 +140,10 @@ func testLinearizable(t *testing.T, n int, thrifty bool, ops uint64) {
 const opTimeout = 10 * time.Second
 
 // injectFaults pauses 1 to f replicas of n = 2f+1 at a time for 1 to
-// 20 ms until done reaches two thirds of ops, then kills one for the
-// rest of the run. It returns the pauses and the operations done when it
-// killed.
+// 20 ms, every other time partitions instead half the clients each from
+// 1 to f replicas, until done reaches two thirds of ops, then kills one
+// replica for the rest of the run. It returns the pauses and partitions
+// (both counted in pauses) and the operations done when it killed.
 func injectFaults(b *bed, done *atomic.Uint64, ops uint64, stop <-chan struct{}) (pauses int, killedAt uint64, err error) {
 	f := b.fab()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -150,6 +152,33 @@ func injectFaults(b *bed, done *atomic.Uint64, ops uint64, stop <-chan struct{})
 		case <-stop:
 			return pauses, 0, nil
 		default:
+		}
+		if pauses%2 == 1 {
+			// A partition: half the clients, drawn at random, each lose
+			// 1 to f replicas of their own choosing (so that different
+			// clients' majorities differ), while the replicas stay up.
+			var cut [][2]string
+			for c := range int(b.clients.Load()) {
+				if rng.IntN(2) == 0 {
+					continue
+				}
+				for _, r := range rng.Perm(len(b.names))[:1+rng.IntN(len(b.names)/2)] {
+					pair := [2]string{fmt.Sprintf("c%d", c+1), b.names[r]}
+					if err := f.Partition(pair[0], pair[1]); err != nil {
+						return pauses, 0, err
+					}
+					cut = append(cut, pair)
+				}
+			}
+			time.Sleep(time.Millisecond + time.Duration(rng.IntN(20))*time.Millisecond)
+			for _, pair := range cut {
+				if err := f.Heal(pair[0], pair[1]); err != nil {
+					return pauses, 0, err
+				}
+			}
+			pauses++
+			time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+			continue
 		}
 		k := 1 + rng.IntN(len(b.names)/2)
 		rs := rng.Perm(len(b.names))[:k]

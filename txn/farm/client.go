@@ -44,7 +44,7 @@ func (c *Config) defaults() {
 	if c.Slots <= 0 {
 		c.Slots = 32
 	}
-	c.Slots = min(c.Slots, int(verbs.LowMask))
+	c.Slots = min(c.Slots, slotMask+1)
 	if c.MaxMessage <= 0 {
 		c.MaxMessage = DefaultMaxMessage
 	}

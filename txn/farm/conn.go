@@ -27,6 +27,13 @@ func dialOptions(pd verbs.PD, cq verbs.CQ, token string) cm.Options {
 		PrivateData: memnode.Hello{Service: Name, Token: token}.Marshal()}
 }
 
+// A list's wr_id: the slot in the low slotBits bits, the slot's
+// generation above.
+const (
+	slotBits = 16
+	slotMask = 1<<slotBits - 1
+)
+
 // errDown is the error of a list whose connection failed.
 var errDown = errors.New("farm: connection failed")
 
@@ -34,6 +41,7 @@ var errDown = errors.New("farm: connection failed")
 // requests (valid until it completes) and where its completion goes.
 type slot struct {
 	i    int
+	gen  atomic.Uint64 // the list in flight: its wr_id carries it, so a late completion of an earlier list is told apart
 	buf  []byte
 	addr uint64
 	lkey uint32
@@ -168,8 +176,8 @@ func (c *conn) mapErr(what string, err error) error {
 // complete hands a completion to its slot (the router's handler); an
 // error status fails the connection, and with it every list in flight.
 func (c *conn) complete(wc *verbs.WC) error {
-	i := int(wc.ID & verbs.LowMask)
-	if i < len(c.slots) {
+	low := wc.ID & verbs.LowMask
+	if i := int(low & slotMask); i < len(c.slots) && low>>slotBits == c.slots[i].gen.Load() {
 		select {
 		case c.slots[i].done <- *wc:
 		default:
@@ -183,6 +191,11 @@ func (c *conn) complete(wc *verbs.WC) error {
 
 // acquire takes a free slot.
 func (c *conn) acquire(ctx context.Context) (*slot, error) {
+	select { // a failed connection hands out no slot, even a free one
+	case <-c.rpc.Done():
+		return nil, c.down()
+	default:
+	}
 	select {
 	case s := <-c.free:
 		// Counted before the check: close, which sets closing before it
@@ -218,7 +231,7 @@ func (c *conn) down() error {
 
 // post posts wrs (the last signaled) for slot s.
 func (c *conn) post(s *slot, wrs []verbs.SendWR) error {
-	id := c.tag.ID(uint64(s.i))
+	id := c.tag.ID(uint64(s.i) | s.gen.Add(1)<<slotBits)
 	for i := range wrs {
 		wrs[i].ID = id
 	}
@@ -239,7 +252,7 @@ func (c *conn) post(s *slot, wrs []verbs.SendWR) error {
 // connection).
 func (c *conn) wait(ctx context.Context, s *slot) error {
 	select {
-	case wc := <-s.done:
+	case wc := <-s.done: // complete passes only this list's (its generation)
 		if wc.Status != verbs.StatusSuccess {
 			c.release(s) // the QP is in ERROR: nothing more lands in the slot
 			return c.down()

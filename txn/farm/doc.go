@@ -21,7 +21,7 @@
 //
 // # Memory layout of a node
 //
-// Two regions. Tables (clients may READ it): F+1 copies, each Buckets
+// Tables, one region (clients may READ it): F+1 copies, each Buckets
 // slots of SlotSize bytes; copy 0 is the node's primary shard, copy i the
 // shard it is i-th backup of.
 //
@@ -41,11 +41,11 @@
 // count the writes a slot's key has had: 0 before any, +1 per committed
 // write; a transaction's trace reports them.
 //
-// Logs (clients may WRITE it, and READ its consumed words): one ring per
-// connected client (ring.go), into which that client, as coordinator,
+// Logs: one ring per connected client, each a region of its own that
+// the client may WRITE (and READ the consumed word of) (ring.go), into which that client, as coordinator,
 // WRITEs COMMIT-BACKUP, COMMIT-PRIMARY, abort and truncation records
 // (record.go). The node's CPU polls the rings, takes the records in
-// order, and publishes how far it got; a coordinator READs that only
+// order, zeroes them, and publishes how far it got; a coordinator READs that only
 // when its own count says the ring is full.
 //
 // # A transaction and its round trips
@@ -104,9 +104,10 @@
 // leases without truncation. Recovery:
 //
 //  1. fences the coordinator at every node holding a copy of a written
-//     shard: the connection the transaction uses there moves to ERROR, the node waits for the writes landing in its logs region
-//     (MR quiescence), takes the records that landed, and takes none
-//     after; each node answers whether it holds (or applied) each
+//     shard: the connection the transaction uses there moves to
+//     ERROR, the node waits for the writes landing in that
+//     connection's ring (MR quiescence), takes the records that landed,
+//     and takes none after; each node answers whether it holds (or applied) each
 //     written shard's COMMIT-BACKUP record;
 //  2. decides: commit if every backup of every written shard holds its
 //     record, else abort;

@@ -1,6 +1,7 @@
 package farm
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/rdmakit/rdmakit/txn"
@@ -66,4 +67,26 @@ func (n *Node) LocksOf(client uint64) int {
 		}
 	}
 	return c
+}
+
+// AppendAbort writes an abort record for seq into db's ring at node i.
+func AppendAbort(ctx context.Context, db *DB, i int, seq uint64) error {
+	c, err := db.conn(i)
+	if err != nil {
+		return err
+	}
+	return c.appendRecord(ctx, &record{kind: recAbort, shard: i, seq: seq})
+}
+
+// AppendBackup writes a COMMIT-BACKUP record of shard (backed up at node
+// i) for seq with one write of a value of vlen bytes.
+func AppendBackup(ctx context.Context, db *DB, i, shard int, seq uint64, vlen int) error {
+	c, err := db.conn(i)
+	if err != nil {
+		return err
+	}
+	n := db.layout.Shards()
+	return c.appendRecord(ctx, &record{kind: recCommitBackup, shard: shard, seq: seq,
+		info:   txInfo{parts: []int{shard}, sids: make([]uint32, n)},
+		writes: []write{{op: opPut, version: seq, key: []byte(fmt.Sprintf("k%d", seq%50)), value: make([]byte, vlen)}}})
 }

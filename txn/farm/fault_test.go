@@ -275,10 +275,11 @@ func (k *bank) stopOne(r int, step farm.Step, closeIt bool, lease time.Duration)
 	if held := time.Since(stopped); !closeIt && step < farm.StepCommitted && held < lease/2 {
 		t.Fatalf("round %d: a live coordinator's locks recovered after %v, before the lease (%v)", r, held, lease)
 	}
-	if k.commits.Load() == before {
-		time.Sleep(50 * time.Millisecond)
-		if k.commits.Load() == before {
-			t.Errorf("round %d: the workers committed nothing while the coordinator's locks were recovered", r)
+	// The others keep committing (a liveness check: within a bound that a
+	// loaded machine meets, not a rate).
+	for wait := time.Now().Add(settleBound); k.commits.Load() == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(wait) {
+			t.Fatalf("round %d: the workers committed nothing in %v after the coordinator stopped", r, settleBound)
 		}
 	}
 	// All or nothing: the private accounts hold 100/100 or 99/101.

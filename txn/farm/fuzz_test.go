@@ -3,7 +3,10 @@ package farm
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"testing"
+
+	"github.com/rdmakit/rdmakit/txn"
 )
 
 // TestRecordRoundTrip: what appendRecord encodes, parseRecord decodes.
@@ -140,4 +143,63 @@ func FuzzRing(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHomesSpread: a shard's keys use all of its table's homes, whatever
+// the table size's factors in common with the shard count.
+func TestHomesSpread(t *testing.T) {
+	for _, buckets := range []int{1 << 14, 16353 + MaxProbe - 1, 3 * 1000} {
+		l := Layout{Nodes: []string{"a", "b", "c"}, Buckets: buckets}
+		used := map[int]bool{}
+		n := 0
+		for i := 0; n < 4*buckets; i++ {
+			k := []byte(fmt.Sprintf("key/%d", i))
+			if txn.Shard(k, 3) != 1 {
+				continue
+			}
+			n++
+			used[l.home(txn.Hash(k))] = true
+		}
+		if want := (buckets - MaxProbe + 1) * 9 / 10; len(used) < want {
+			t.Fatalf("%d buckets: %d homes used by %d keys of one shard, want %d", buckets, len(used), n, want)
+		}
+	}
+}
+
+// TestRingStaleBodies: where the writer has not written in this lap the
+// reader finds no record, even when the old lap's bodies there hold
+// words that look like this lap's headers.
+func TestRingStaleBodies(t *testing.T) {
+	const size = 256
+	ring := make([]byte, ringHead+size)
+	rd := ringReader{ring: ring, size: size}
+	w := ringWriter{size: size}
+	body := make([]byte, 56)
+	for i := 0; i < len(body); i += 8 { // a 24-byte record of lap 1, if read as a header
+		binary.LittleEndian.PutUint64(body[i:], recordHeader(24, size, size))
+	}
+	put := func(b []byte) {
+		length := (recHeader + len(b) + 7) &^ 7
+		pos, _, _, _, ok := w.reserve(length)
+		if !ok {
+			t.Fatal("no room")
+		}
+		copy(ringData(ring)[pos%size+recHeader:], b)
+		w.putHeader(ringData(ring)[pos%size:], length, pos)
+	}
+	for range size / 64 { // lap 0: four records of old bodies
+		put(body)
+		if _, ok := rd.next(); !ok {
+			t.Fatal("a lap-0 record not read")
+		}
+	}
+	rd.done()
+	w.consumed = binary.LittleEndian.Uint64(ring)
+	put(make([]byte, 16)) // lap 1: one 24-byte record at offset 0
+	if _, ok := rd.next(); !ok {
+		t.Fatal("the lap-1 record not read")
+	}
+	if b, ok := rd.next(); ok {
+		t.Fatalf("a record read where none was written in this lap: %x", b)
+	}
 }

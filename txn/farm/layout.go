@@ -100,8 +100,15 @@ func (l *Layout) copyOf(n, s int) int {
 func (l *Layout) SlotSize() int { return (slotValue + l.ValueSize + 63) &^ 63 }
 
 // home is key's first slot: probing never wraps, so a key's window is
-// [home, home+MaxProbe).
-func (l *Layout) home(h uint64) int { return int(h % uint64(l.Buckets-MaxProbe+1)) }
+// [home, home+MaxProbe). The hash is mixed again first: txn.Shard took
+// h mod shards, and a table size sharing a factor with the shard count
+// would otherwise leave most homes of a shard unused.
+func (l *Layout) home(h uint64) int {
+	h ^= h >> 31
+	h *= 0x9e3779b97f4a7c15
+	h ^= h >> 29
+	return int(h % uint64(l.Buckets-MaxProbe+1))
+}
 
 // marshal encodes the layout: u8 F | u32 buckets | u32 value size | u8
 // nodes | (u8 length | address)…

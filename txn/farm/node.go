@@ -107,8 +107,7 @@ type Node struct {
 	pd  verbs.PD
 	log *slog.Logger
 
-	logs     verbs.MR // MaxClients rings
-	freeRing chan int
+	rings chan struct{} // a token per log ring the node may still give
 
 	ctx    context.Context // ends with Close
 	cancel context.CancelFunc
@@ -140,15 +139,11 @@ var _ memnode.MetricsService = (*Node)(nil)
 func Service(cfg NodeConfig, made func(*Node)) memnode.NewServiceFunc {
 	return func(dev verbs.Device, pd verbs.PD) (memnode.Service, error) {
 		cfg.defaults()
-		logs, err := pd.AllocMR(cfg.MaxClients*(ringHead+cfg.LogSize), verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
-		if err != nil {
-			return nil, fmt.Errorf("farm: logs: %w", err)
-		}
-		n := &Node{cfg: cfg, dev: dev, pd: pd, log: cfg.Logger, logs: logs, freeRing: make(chan int, cfg.MaxClients),
+		n := &Node{cfg: cfg, dev: dev, pd: pd, log: cfg.Logger, rings: make(chan struct{}, cfg.MaxClients),
 			sessions: map[*session]struct{}{}, locks: map[txKey]*lockRec{}, pending: map[txKey]*backupRec{},
 			recovering: map[txKey]bool{}}
-		for i := range cfg.MaxClients {
-			n.freeRing <- i
+		for range cfg.MaxClients {
+			n.rings <- struct{}{}
 		}
 		n.ctx, n.cancel = context.WithCancel(context.Background())
 		n.wg.Add(2)
@@ -194,11 +189,10 @@ func (n *Node) Close() error {
 			p.close()
 		}
 	}
-	err := n.logs.Deregister()
 	if n.tables != nil {
-		err = n.tables.Deregister()
+		return n.tables.Deregister()
 	}
-	return err
+	return nil
 }
 
 // create is MethodCreate: it lays out the tables once; the same layout
@@ -234,7 +228,7 @@ func (n *Node) create(req, _ []byte) (int, error) {
 }
 
 // openInfo is MethodOpen's answer: u64 tables address | u32 tables rkey
-// | u32 logs rkey | u64 ring address | u32 ring size | u32 session id |
+// | u32 ring rkey | u64 ring address | u32 ring size | u32 session id |
 // layout.
 const openFixed = 32
 
@@ -252,22 +246,25 @@ func (n *Node) open(s *session, req, resp []byte) (int, error) {
 	if s.ring != nil || s.fenced {
 		return 0, fmt.Errorf("%w: opened twice", ErrProtocol)
 	}
-	var i int
 	select {
-	case i = <-n.freeRing:
+	case <-n.rings:
 	default:
 		return 0, fmt.Errorf("%w: %d clients", ErrBusy, n.cfg.MaxClients)
 	}
-	stride := ringHead + n.cfg.LogSize
-	ring := n.logs.Bytes()[i*stride : (i+1)*stride]
-	clear(ring)
+	// A region of its own: fencing the client waits out the writes to it
+	// only (verbs.FreeLists.Quiesce), not every client's.
+	mr, err := n.pd.AllocMR(ringHead+n.cfg.LogSize, verbs.AccessLocalWrite|verbs.AccessRemoteWrite|verbs.AccessRemoteRead)
+	if err != nil {
+		n.rings <- struct{}{}
+		return 0, fmt.Errorf("farm: log ring: %w", err)
+	}
 	n.lastSID++
-	s.client, s.id, s.ringIdx, s.ring = id, n.lastSID, i, &ringReader{ring: ring, size: n.cfg.LogSize}
+	s.client, s.id, s.ringMR, s.ring = id, n.lastSID, mr, &ringReader{ring: mr.Bytes(), size: n.cfg.LogSize}
 	b := resp[:0]
 	b = binary.LittleEndian.AppendUint64(b, n.tables.Addr())
 	b = binary.LittleEndian.AppendUint32(b, n.tables.RKey())
-	b = binary.LittleEndian.AppendUint32(b, n.logs.RKey())
-	b = binary.LittleEndian.AppendUint64(b, n.logs.Addr()+uint64(i*stride))
+	b = binary.LittleEndian.AppendUint32(b, mr.RKey())
+	b = binary.LittleEndian.AppendUint64(b, mr.Addr())
 	b = binary.LittleEndian.AppendUint32(b, uint32(n.cfg.LogSize))
 	b = binary.LittleEndian.AppendUint32(b, s.id)
 	b = append(b, n.layout.marshal()...)
@@ -304,7 +301,7 @@ func (n *Node) Open() (memnode.Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{n: n, cq: cq, ringIdx: -1,
+	s := &session{n: n, cq: cq,
 		rpc: rpc.NewServer(rpc.ServerConfig{MaxMessage: n.cfg.MaxMessage, Recvs: rpcRecvs, Poll: verbs.PollEvent})}
 	s.rpc.Handle(MethodCreate, n.create)
 	s.rpc.Handle(MethodOpen, func(req, resp []byte) (int, error) { return n.open(s, req, resp) })
@@ -326,13 +323,13 @@ type session struct {
 	conn *rpc.ServerConn
 
 	// Under n.mu.
-	qp      verbs.QP
-	client  uint64
-	id      uint32 // the session's id at the node (from 1)
-	ringIdx int
-	ring    *ringReader
-	fenced  bool      // no record of its ring is taken any more
-	closed  time.Time // when the connection ended (zero while it lasts)
+	qp     verbs.QP
+	client uint64
+	id     uint32   // the session's id at the node (from 1)
+	ringMR verbs.MR // the client's log ring (after MethodOpen)
+	ring   *ringReader
+	fenced bool      // no record of its ring is taken any more
+	closed time.Time // when the connection ended (zero while it lasts)
 }
 
 // Options implements memnode.Session.
@@ -377,9 +374,9 @@ func (s *session) Close() error {
 	n.stopSession(s)
 	s.closed = time.Now()
 	delete(n.sessions, s)
-	if s.ringIdx >= 0 {
-		n.freeRing <- s.ringIdx
-		s.ringIdx, s.ring = -1, nil
+	var ringMR verbs.MR
+	if s.ringMR != nil {
+		ringMR, s.ring, s.ringMR = s.ringMR, nil, nil
 	}
 	todo := n.unresolved(s)
 	n.mu.Unlock()
@@ -392,6 +389,12 @@ func (s *session) Close() error {
 	}
 	if e := s.cq.Destroy(); err == nil {
 		err = e
+	}
+	if ringMR != nil {
+		if e := ringMR.Deregister(); err == nil {
+			err = e
+		}
+		n.rings <- struct{}{}
 	}
 	return err
 }

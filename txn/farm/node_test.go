@@ -39,7 +39,7 @@ func testNode(t testing.TB) (*Node, *session) {
 	if _, err := n.create(append(l.marshal(), 0), nil); err != nil {
 		t.Fatal(err)
 	}
-	s := &session{n: n, ringIdx: -1}
+	s := &session{n: n}
 	resp := make([]byte, 1024)
 	if _, err := n.open(s, binary.LittleEndian.AppendUint64(nil, 42), resp); err != nil {
 		t.Fatal(err)
@@ -160,5 +160,27 @@ func TestAppliedSetAges(t *testing.T) {
 	}
 	if a.has(k) {
 		t.Fatal("remembered after twice keep")
+	}
+}
+
+// TestBadRecordFences: a record that does not decode ends its client's
+// connection; nothing after it is taken.
+func TestBadRecordFences(t *testing.T) {
+	n, s := testNode(t)
+	w := ringWriter{size: s.ring.size}
+	put := func(body []byte) {
+		length := (recHeader + len(body) + 7) &^ 7
+		pos, _, _, _, _ := w.reserve(length)
+		copy(ringData(s.ring.ring)[pos%uint64(w.size)+recHeader:], body)
+		w.putHeader(ringData(s.ring.ring)[pos%uint64(w.size):], length, pos)
+	}
+	put(make([]byte, 24)) // kind 0: not a record
+	put(appendRecord(nil, &record{kind: recAbort, seq: 1}))
+	n.mu.Lock()
+	took := n.takeRecords(s)
+	fenced := s.fenced
+	n.mu.Unlock()
+	if took != 1 || !fenced {
+		t.Fatalf("took %d records, fenced %v: want the bad one only, and the session fenced", took, fenced)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"unsafe"
 )
 
-// A log is a ring in a node's logs region that one client (coordinator)
+// A log is a ring, a region of its own at a node, that one client (coordinator)
 // WRITEs and the node's CPU reads. Positions are absolute byte counts
 // (u64, never wrapping); a position p lies at offset p mod size of the
 // ring's data, in lap p / size.
@@ -27,7 +27,8 @@ import (
 // never sees a header before its body. Data of an older lap carries an
 // older lap number. The writer may reuse the bytes of [q, q+size) only
 // once consumed ≥ q; it READs consumed when its own copy says the ring is
-// full.
+// full. The node zeroes what it took before it moves consumed, so the
+// ring holds only zeros where the writer has not written in this lap.
 const (
 	ringHead  = 64
 	recHeader = 8
@@ -43,9 +44,10 @@ func ringData(ring []byte) []byte { return ring[ringHead:] }
 
 // ringReader is the node's side of one ring.
 type ringReader struct {
-	ring []byte // ringHead + size bytes in the logs region
-	size int
-	pos  uint64 // next record's position
+	ring    []byte // ringHead + size bytes: the ring's region
+	size    int
+	pos     uint64 // next record's position
+	cleared uint64 // bytes before it are zero again (or not taken yet)
 }
 
 // next returns the body of the record at the reader's position, if it has
@@ -70,8 +72,19 @@ func (r *ringReader) next() ([]byte, bool) {
 }
 
 // done publishes that every record before the reader's position has been
-// taken: the writer may reuse their bytes.
+// taken: the writer may reuse their bytes. It zeroes them first, so that
+// where the writer has not written yet the reader finds zeros, never old
+// bytes: a word inside an old record's body can look like a header of
+// the current lap (a value's length next to a small version number).
 func (r *ringReader) done() {
+	data := ringData(r.ring)
+	for a := r.cleared; a < r.pos; {
+		off := int(a % uint64(r.size))
+		n := min(r.size-off, int(r.pos-a))
+		clear(data[off : off+n])
+		a += uint64(n)
+	}
+	r.cleared = r.pos
 	atomic.StoreUint64((*uint64)(unsafe.Pointer(&r.ring[0])), r.pos)
 }
 

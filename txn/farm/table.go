@@ -254,8 +254,15 @@ func (n *Node) takeRecords(s *session) int {
 		k++
 		r, err := parseRecord(body, n.layout.Shards(), n.layout.ValueSize)
 		if err != nil {
-			n.log.Warn("farm: bad log record", "client", s.client, "err", err)
-			continue
+			// A client that writes what does not decode is faulty: its
+			// connection ends here (its transactions are recovered), and
+			// nothing after it is taken.
+			n.log.Error("farm: bad log record; fencing the client's connection", "client", s.client, "err", err)
+			if s.qp != nil {
+				_ = s.qp.Modify(verbsError)
+			}
+			s.fenced = true
+			break
 		}
 		n.take(s, &r)
 	}
@@ -276,7 +283,9 @@ func (n *Node) stopSession(s *session) {
 	if s.qp != nil {
 		_ = s.qp.Modify(verbsError)
 	}
-	quiesce(n.logs)
+	if s.ringMR != nil {
+		quiesce(s.ringMR)
+	}
 	n.takeRecords(s)
 	s.fenced = true
 }

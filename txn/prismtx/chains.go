@@ -26,39 +26,49 @@ func readValidate(ch *chain, slot, rc, ts uint64) {
 
 // writeValidate: a 32-byte CAS that raises PW to ts if PW = C = g (no
 // writer is prepared, and the committed version is the one this write
-// follows); the previous ⟨PW, PR, C, ptr⟩ says whether it did and lets
+// follows); the previous ⟨PW, PR, ptr, C⟩ says whether it did and lets
 // the client check ts > PR. Chained on its success, in the same list:
 // WRITE ts into the scratch area, ALLOCATE the pending version (the item
 // already at offItem, n bytes) with its address redirected next to it,
-// WRITE ⟨ts, address⟩ from the scratch area into the slot's ⟨pendTS,
-// pendPtr⟩ (INDIRECT_ARG), READ the address back.
+// READ the address back, and a 16-byte CAS that sets the slot's
+// ⟨pendPtr, pendTS⟩ to ⟨address, ts⟩ from the scratch area (INDIRECT_ARG)
+// if pendTS < ts; its previous value lands at offPendOld. pendTS only grows:
+// this CAS may run late (the chain stalled, a resolver aborted ts after
+// its lease and another writer took the key), and then it must not
+// replace that writer's pending version.
 func writeValidate(ch *chain, slot, g, ts uint64, n int) {
 	rkey := ch.c.lay.RKey
 	binary.NativeEndian.PutUint64(ch.buf[offTS:], ts)
 	binary.NativeEndian.PutUint64(ch.buf[offAlloc:], 0)
+	binary.NativeEndian.PutUint64(ch.buf[offPendOld+8:], all)
 	ch.sgl[0] = ch.sge(offOld, 32)
 	ch.sgl[1] = ch.sge(offTS, 8)
 	ch.sgl[2] = ch.sge(offItem, n)
 	ch.sgl[3] = ch.sge(offAlloc, 8)
+	ch.sgl[4] = ch.sge(offPendOld, 16)
 	cond := verbs.FlagConditional
 	w := ch.wrs[:5]
+	var cmp, mask [4]uint64
+	cmp[wPW], cmp[wC], mask[wPW], mask[wC] = g, g, all, all
 	w[0] = verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, RemoteAddr: slot, RKey: rkey, SGL: ch.sgl[0:1],
-		Atomic: verbs.AtomicArgs{Size: 32, Op: verbs.CmpEqual, Compare: [4]uint64{g, 0, g, 0}, CompareMask: [4]uint64{all, 0, all, 0},
+		Atomic: verbs.AtomicArgs{Size: 32, Op: verbs.CmpEqual, Compare: cmp, CompareMask: mask,
 			Swap: [4]uint64{ts}, SwapMask: [4]uint64{all}}}
 	w[1] = verbs.SendWR{Opcode: verbs.OpWrite, Flags: cond | verbs.FlagInline, RemoteAddr: verbs.ScratchAddr(scratchTS), SGL: ch.sgl[1:2]}
 	w[2] = verbs.SendWR{Opcode: verbs.OpAllocate, Flags: cond | verbs.FlagRedirect, RKey: rkey, Queue: class(n),
 		RedirectAddr: verbs.ScratchAddr(scratchPtr), SGL: ch.sgl[2:3]}
-	w[3] = verbs.SendWR{Opcode: verbs.OpWrite, Flags: cond | verbs.FlagIndirectArg, RemoteAddr: slot + offPend, RKey: rkey,
-		ArgAddr: verbs.ScratchAddr(scratchTS), RemoteLen: 16}
-	w[4] = verbs.SendWR{Opcode: verbs.OpRead, Flags: cond, RemoteAddr: verbs.ScratchAddr(scratchPtr), SGL: ch.sgl[3:4]}
+	w[3] = verbs.SendWR{Opcode: verbs.OpRead, Flags: cond, RemoteAddr: verbs.ScratchAddr(scratchPtr), SGL: ch.sgl[3:4]}
+	w[4] = verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, Flags: cond | verbs.FlagIndirectArg, RemoteAddr: slot + offPend, RKey: rkey,
+		ArgAddr: verbs.ScratchAddr(scratchPtr), SGL: ch.sgl[4:5],
+		Atomic: verbs.AtomicArgs{Size: 16, Op: verbs.CmpLess, Compare: [4]uint64{0, ts}, CompareMask: [4]uint64{0, all},
+			SwapMask: [4]uint64{all, all}}}
 	ch.wrs = w
 }
 
-// install: a 32-byte CAS that, if C < ts, swaps ⟨C, ptr⟩ for the slot's
-// ⟨pendTS, pendPtr⟩ (INDIRECT_ARG from the slot's second half) — the
+// install: a 32-byte CAS that, if C < ts, swaps ⟨ptr, C⟩ for the slot's
+// ⟨pendPtr, pendTS⟩ (INDIRECT_ARG from the slot's second half) — the
 // PRISM-RS greater-than install, its operand the version ALLOCATEd at
 // prepare. The owner and the clients that roll a committed transaction
-// forward run the same CAS; one of them wins. The previous ⟨C, ptr⟩
+// forward run the same CAS; one of them wins. The previous ⟨ptr, C⟩
 // names the version replaced.
 func install(ch *chain, slot, ts uint64) {
 	installAt(ch, 0, offOld, slot, ts, 0)
@@ -71,9 +81,11 @@ func install(ch *chain, slot, ts uint64) {
 func installAt(ch *chain, i, off int, slot, ts uint64, flags verbs.SendFlags) {
 	binary.NativeEndian.PutUint64(ch.buf[off+8*wC:], all)
 	ch.sgl[i] = ch.sge(off, 32)
+	var cmp, mask [4]uint64
+	cmp[wC], mask[wC] = ts, all
 	ch.wrs[i] = verbs.SendWR{Opcode: verbs.OpMaskedCmpAndSwp, Flags: flags | verbs.FlagIndirectArg, RemoteAddr: slot, RKey: ch.c.lay.RKey,
 		ArgAddr: slot + 32, SGL: ch.sgl[i : i+1],
-		Atomic: verbs.AtomicArgs{Size: 32, Op: verbs.CmpLess, Compare: [4]uint64{0, 0, ts}, CompareMask: [4]uint64{0, 0, all},
+		Atomic: verbs.AtomicArgs{Size: 32, Op: verbs.CmpLess, Compare: cmp, CompareMask: mask,
 			SwapMask: [4]uint64{0, 0, all, all}}}
 }
 

@@ -26,7 +26,7 @@ type pkey struct {
 	item   int         // the pending version's length
 }
 
-// help is a prepared timestamp past its lease that a commit met.
+// help is a prepared timestamp a commit met on a key.
 type help struct {
 	k *pkey
 	p uint64
@@ -41,9 +41,11 @@ const commitWait = 5 * time.Second
 const staleRetries = 2
 
 // Commit implements txn.Tx: prepare (validation at every node, one round
-// trip), the decision (one CAS on the client id's record, one round
-// trip) and installation (one round trip); a read-only transaction stops
-// after prepare. See the package documentation.
+// trip), then the decision (one CAS on the client id's record) with the
+// installation of the writes on the record's node in the same list (one
+// round trip); the writes on other nodes are installed in the background
+// (or, with Config.SyncInstall, in one more round trip). A read-only
+// transaction stops after prepare. See the package documentation.
 func (tx *Tx) Commit() error {
 	if tx.done {
 		return txn.ErrDone
@@ -243,7 +245,12 @@ func (tx *Tx) prepare(ctx context.Context, keys []*pkey, ts uint64) (*txn.AbortE
 			pw, pr, c := ch.word(wPW), ch.word(wPR), ch.word(wC)
 			if pw == k.g && c == k.g {
 				k.locked, k.pend = true, readAddr(ch)
-				if pr >= ts && !db.cfg.SkipValidation {
+				switch {
+				case binary.NativeEndian.Uint64(ch.buf[offPendOld+8:]) >= ts:
+					// The pending version was not set: ts was resolved
+					// (aborted) and the key taken while the chain ran.
+					fail(txn.Timeout, k)
+				case pr >= ts && !db.cfg.SkipValidation:
 					fail(txn.ValidationFailed, k)
 				}
 				return
@@ -272,13 +279,9 @@ func (tx *Tx) prepare(ctx context.Context, keys []*pkey, ts uint64) (*txn.AbortE
 	return nil, nil
 }
 
-// met notes prepared timestamp pw, found on key k, for resolving once
-// the transaction has aborted, if its lease has run out.
-func (tx *Tx) met(pw uint64, k *pkey) {
-	if expired(pw, time.Now(), tx.db.cfg.Lease) {
-		tx.help = append(tx.help, help{k, pw})
-	}
-}
+// met notes prepared timestamp pw, found on key k, for settling once the
+// transaction has aborted (abort).
+func (tx *Tx) met(pw uint64, k *pkey) { tx.help = append(tx.help, help{k, pw}) }
 
 // readAddr is the pending version's address a write validation chain
 // read back (0 when the chain stopped before).
@@ -380,9 +383,15 @@ func (tx *Tx) abort(ctx context.Context, id *clientID, keys []*pkey, ts uint64, 
 	}
 	tx.db.putID(id, clean)
 	for _, h := range tx.help {
-		// A prepared timestamp past its lease blocked this transaction:
-		// resolve it, so that the next attempt finds the key free.
-		if e := tx.db.resolve(ctx, h.k.c, h.k.ki, h.p, &tx.rounds); e != nil {
+		// A prepared writer blocked this transaction: roll it forward if
+		// it committed (its owner may be installing in the background),
+		// resolve it if its lease ran out, so that the next attempt finds
+		// the key free.
+		rolled, e := tx.db.rollIfCommitted(ctx, h.k.c, h.k.ki, h.p, &tx.rounds)
+		if e == nil && !rolled && expired(h.p, time.Now(), tx.db.cfg.Lease) {
+			e = tx.db.resolve(ctx, h.k.c, h.k.ki, h.p, &tx.rounds)
+		}
+		if e != nil {
 			break
 		}
 	}

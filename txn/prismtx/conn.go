@@ -16,20 +16,21 @@ import (
 // A chain's buffer (one per slot of a connection): its results and the
 // item it writes or reads.
 const (
-	offOld   = 0  // a CAS's previous value (32 bytes), or a slot read (64)
-	offAlloc = 64 // the ALLOCATEd buffer's address, read back from the scratch area
-	offTS    = 72 // the timestamp an inline WRITE puts in the scratch area
-	offTail  = 80 // the return ring's tail (FETCH_AND_ADD result)
-	offItem  = 128
-	chainBuf = offItem + (maxItem+tail+63)&^63
-	listCap  = 8
+	offOld     = 0  // a CAS's previous value (32 bytes), or a slot read
+	offPendOld = 32 // the pending version CAS's previous ⟨pendPtr, pendTS⟩
+	offAlloc   = 64 // the ALLOCATEd buffer's address, read back from the scratch area
+	offTS      = 72 // the timestamp an inline WRITE puts in the scratch area
+	offTail    = 80 // the return ring's tail (FETCH_AND_ADD result)
+	offItem    = 128
+	chainBuf   = offItem + (maxItem+tail+63)&^63
+	listCap    = 8
 )
 
-// The scratch area of a write validation chain: ⟨TS, ALLOCATEd address⟩,
-// WRITTEN to the slot's pendTS and pendPtr by INDIRECT_ARG.
+// The scratch area of a write validation chain: ⟨ALLOCATEd address,
+// TS⟩, the operand of the CAS that sets the slot's ⟨pendPtr, pendTS⟩.
 const (
-	scratchTS  = 0
-	scratchPtr = 8
+	scratchPtr = 0
+	scratchTS  = 8
 )
 
 // conn is a client's connection to one node: an rpc client for setup,
@@ -239,7 +240,9 @@ func (ch *chain) wait(ctx context.Context) (verbs.WC, error) {
 		go func() {
 			select {
 			case <-c.done[i]:
-				c.free <- i
+				if i < len(c.wrs) { // not the returner's
+					c.free <- i
+				}
 			case <-c.rpc.Done():
 			}
 		}()

@@ -27,15 +27,21 @@
 //	pool            versions: ALLOCATE free lists of 64 B … 8 KiB (prism.Pool)
 //
 //	slot, native-order words (the first half is what the protocol CASes)
-//	┌────┬────┬───┬─────┬────────┬───┬────────┬─────────┐
-//	│ PW │ PR │ C │ ptr │ key id │ 0 │ pendTS │ pendPtr │
-//	└────┴────┴───┴─────┴────────┴───┴────────┴─────────┘
+//	┌────┬────┬─────┬───┬────────┬───┬─────────┬────────┐
+//	│ PW │ PR │ ptr │ C │ key id │ 0 │ pendPtr │ pendTS │
+//	└────┴────┴─────┴───┴────────┴───┴─────────┴────────┘
 //
 // PW is the highest prepared writer's timestamp, PR the highest prepared
 // reader's, C the last committed writer's, ptr its version: an item
 // ⟨TS | key | value⟩ in a buffer from ALLOCATE, never modified while
 // reachable (a delete installs a tombstone item). pendTS and pendPtr are
-// the version a prepared writer ALLOCATEd. A timestamp is ⟨clock time in
+// the version a prepared writer ALLOCATEd. ⟨ptr, C⟩ is a bounded pointer
+// (PRISM's ⟨pointer, bound⟩) whose bound is C: a GET reads through it
+// under the NIC's atomics lock, so it never sees an install half-done (C
+// swapped, ptr not yet), which a plain pointer load can, and which let a
+// transaction validate against the new C with the old version's value (a
+// lost update the checker caught); the bound matters only for C = 0, a key
+// never written, whose read returns no bytes. A timestamp is ⟨clock time in
 // µs (48 bits), client id (16 bits)⟩ in one word, so integer order is
 // timestamp order (clock.go). Invariant: C ≤ PW.
 //
@@ -50,15 +56,17 @@
 // # A transaction
 //
 //	client                                       node NICs (one list per key, all keys at once)
-//	execute  Get ── READ slot[0:32] + indirect READ through ptr ──▶  ⟨PW, PR, C, ptr⟩, the version
+//	execute  Get ── READ slot[0:32] + bounded indirect READ through ⟨ptr, C⟩ ──▶ ⟨PW, PR, ptr, C⟩, the version
 //	         Put, Insert, Delete buffered (Insert and Delete read the key)
 //	         TS = ⟨now, id⟩, later than every RC read
-//	prepare  read key:  CAS16 ⟨PW,PR⟩ < ⟨RC,TS⟩ ? PR = TS             ──▶ old ⟨PW, PR⟩
-//	         write key: CAS32 PW = C = RC ? PW = TS, then (conditional)
-//	                    ALLOCATE ⟨TS|key|value⟩ → scratch,
-//	                    WRITE ⟨TS, addr⟩ → ⟨pendTS, pendPtr⟩          ──▶ old ⟨PW, PR, C, ptr⟩
-//	decide   CAS16 record[id].ts < TS ? ⟨TS, commit⟩                  ──▶ old record
-//	install  write key: CAS32 C < TS ? ⟨C, ptr⟩ = ⟨pendTS, pendPtr⟩    ──▶ old ⟨C, ptr⟩ (returned buffer)
+//	prepare  read key:  CAS16 ⟨PW,PR⟩ < ⟨RC,TS⟩ ? PR = TS                ──▶ old ⟨PW, PR⟩
+//	         write key: CAS32 PW = C = RC ? PW = TS, then (CONDITIONAL)
+//	                    ALLOCATE ⟨TS|key|value⟩ → scratch, READ its address,
+//	                    CAS16 pendTS < TS ? ⟨pendPtr, pendTS⟩ = ⟨addr, TS⟩  ──▶ old ⟨PW, PR, ptr, C⟩, old pend
+//	decide   at the coordinator (id mod nodes: the node with most writes), one list:
+//	         CAS16 record[id].ts < TS ? ⟨TS, commit⟩, then for each write there
+//	         (CONDITIONAL) CAS32 C < TS ? ⟨ptr, C⟩ = ⟨pendPtr, pendTS⟩  ──▶ old record, old ⟨ptr, C⟩s
+//	install  writes on the other nodes: the same install CAS           ──▶ old ⟨ptr, C⟩ (in the background)
 //	abort    write key whose PW was raised: CAS C < TS ? C = TS
 //
 // Read validation is the spec's single enhanced CAS: ⟨PW, PR⟩ compared
@@ -95,10 +103,21 @@
 //     write check here also requires PW = C: no writer is prepared on the
 //     key, which makes the abort cleanup exact. A second writer aborts
 //     with txn.LockConflict instead of queueing behind the first.
-//   - A decision, one round trip, between prepare and install; see
-//     Dead clients. A writing transaction takes 3 round trips after its
-//     reads (prepare, decide, install), the spec's 2 plus the decision; a
-//     read-only one 1 (prepare).
+//   - A decision between prepare and installation (see Dead clients).
+//     It costs no round trip of its own: the client takes an id whose
+//     record is on the node with most of the writes, and that node's
+//     installs ride in the decision's list, CONDITIONAL on it. Writes on
+//     one node commit in 2 round trips after the reads, as in the spec;
+//     writes on other nodes are installed in one more, which Commit does
+//     not wait for (Config.SyncInstall makes it): the transaction is
+//     committed once decided. A GET that meets a prepared writer whose
+//     record says commit installs that write itself before reading
+//     (rollIfCommitted: installing a committed write needs no lease), so a
+//     transaction that begins after a Commit returned sees its writes.
+//   - The pending version is set by a CAS that only raises pendTS, not a
+//     WRITE: a chain stalled past its lease may run after a resolver
+//     aborted its timestamp and another writer took the key, and must not
+//     replace that writer's pending version (TestRacingResolvers).
 //
 // # Dead clients
 //
@@ -118,8 +137,9 @@
 //     whose decision CAS failed, aborts and cleans up its other keys.
 //   - Commit: the resolver rolls the key forward with the owner's own
 //     install CAS, whose operand is the pending version in the slot
-//     (pendTS, pendPtr: written at prepare, before any verdict could be
-//     commit, and rewritten only by a later writer, which needs C ≥ TS,
+//     (pendPtr, pendTS: set at prepare, before any verdict could be
+//     commit — the owner checks that its pending CAS took — and replaced
+//     only by a writer with a later timestamp, which first needs C ≥ TS,
 //     when this CAS fails anyway).
 //   - A record already past TS: the id's transactions run one at a time
 //     and an id is reused only after its transaction ended resolved, so
@@ -131,11 +151,13 @@
 // clock decides only when resolving may start (liveness, and needless
 // aborts of slow clients if clocks drift by more than the lease), never
 // what a transaction became. A slow-but-alive owner is safe at every
-// step: its decision fails once a resolver aborted it, and its installs
-// after a resolver rolled it forward fail harmlessly (C = TS). No key
+// step: its decision fails once a resolver aborted it, its installs
+// after a resolver rolled it forward fail harmlessly (C = TS), and a
+// pending-version CAS of its that runs late changes nothing. No key
 // stays blocked longer than the lease plus the resolver's two round
 // trips (TestStoppedClients: 51 clients stopped after prepare, after the
-// decision and half-way through installation).
+// decision and half-way through installation; TestKilledClientsTCP: the
+// same with client processes killed by SIGKILL over tcp).
 //
 // Client ids (16 bits) are claimed at every node by RPC and unique among
 // live clients (MethodClaim). A DB hands one to each committing
@@ -152,8 +174,13 @@
 //     Config.ReadSize: 2, and the DB reads that key at its length
 //     afterwards). The first access to a key looks its slot up: 1 per
 //     probe window of 8 slots, plus 1 to claim an empty slot.
-//   - Commit: read-only 1; writing 3. Stats.RoundTrips / Stats.Commits
-//     is the round trips per committed transaction, reads included.
+//   - Commit: read-only 1; writing 2 (prepare, decide with the
+//     coordinator's installs), plus 1 in the background when writes are
+//     on other nodes (Stats.Background; waited for with
+//     Config.SyncInstall). Stats.RoundTrips / Stats.Commits is the round
+//     trips per committed transaction, reads included.
+//   - A GET that meets a prepared writer: 2 more (its record, and the
+//     install when it committed), then the read again.
 //   - Versions replaced by an install (and an aborted transaction's
 //     pending versions) go back to the node in batches in the background:
 //     their headers READ (for the size class), one FETCH_AND_ADD and one
@@ -174,9 +201,11 @@
 //   - A failed connection: txn.ErrUnreachable. Before the decision the
 //     transaction did not commit (resolvers clean its keys up after the
 //     lease); after it the transaction committed and Commit returns nil
-//     (resolvers finish the installation); if the decision itself did not
-//     answer, Commit returns txn.ErrUnreachable and the transaction may
-//     have committed.
+//     (readers and resolvers finish the installation); if the decision
+//     itself did not answer, Commit returns txn.ErrUnreachable and the
+//     transaction may have committed.
+//   - The DB remembers every key it met (its slot, the length of its
+//     version): memory grows with the keys a client touches.
 //   - An empty free list: the ALLOCATE is retried like a
 //     receiver-not-ready until the node restocks (ClientRNRRetry).
 //   - A full table: txn.ErrFull. Two keys with one key id: ErrKeyCollision.
@@ -200,8 +229,10 @@
 //
 // server.go (the node: layout, restock, client ids), layout.go (slots,
 // items, records), clock.go (timestamps), db.go (Config, Dial, ids),
-// conn.go (a node connection and its chains), find.go (slots), tx.go
-// (execute: Get, Put, Insert, Delete), chains.go (the protocol's CASes),
-// commit.go (prepare, decide, install, abort), resolve.go (expired
-// prepared timestamps), returns.go (giving versions back), metrics.go.
+// conn.go (a node connection and its chains), phase.go (one chain per
+// key, all at once), find.go (slots), tx.go (execute: Get, Put, Insert,
+// Delete), chains.go (the protocol's CASes), commit.go (prepare, decide,
+// install, abort), resolve.go (expired prepared timestamps, committed
+// ones met by a GET), returns.go (giving versions back), metrics.go,
+// hook.go (test hooks).
 package prismtx

@@ -1,6 +1,7 @@
 package prismtx_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/check"
 	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/txn/prismtx"
 )
@@ -28,7 +30,10 @@ import (
 //   - released at the end (slow, not dead), each victim's Commit agrees:
 //     the lease lost before the decision, committed after it.
 func TestStoppedClients(t *testing.T) {
-	const lease = 100 * time.Millisecond
+	lease := 100 * time.Millisecond
+	if raceEnabled {
+		lease = 500 * time.Millisecond // commits take ten times as long
+	}
 	const accounts, initial, rounds, perRound = 12, 1000, 17, 3
 	b := newBed(t, 3)
 	cfg := func() prismtx.Config { c := b.config(); c.Lease = lease; return c }
@@ -36,8 +41,10 @@ func TestStoppedClients(t *testing.T) {
 	for range 4 {
 		healthy = append(healthy, b.dial(cfg()))
 	}
-	ctx := tctx(t)
-	err := txn.Run(ctx, healthy[0], func(tx txn.Tx) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	h := check.NewHistory()
+	err := txn.Run(ctx, traced{healthy[0], h}, func(tx txn.Tx) error {
 		for i := range accounts {
 			if err := tx.Put(acct(i), u64(initial)); err != nil {
 				return err
@@ -85,7 +92,7 @@ func TestStoppedClients(t *testing.T) {
 					to = (to + 1) % accounts
 				}
 				t0 := time.Now()
-				if err := transfer(ctx, db, from, to, 1); err != nil {
+				if err := tracedTransfer(ctx, db, from, to, 1, h); err != nil {
 					t.Error(err)
 					return
 				}
@@ -104,6 +111,8 @@ func TestStoppedClients(t *testing.T) {
 		point  string
 		marker string
 		err    chan error
+		err2   error
+		tx     txn.Tx // the attempt that stopped
 	}
 	var victims []*victim
 	for r := range rounds {
@@ -124,6 +133,7 @@ func TestStoppedClients(t *testing.T) {
 				for {
 					tx, err := v.db.Begin(ctx)
 					if err == nil {
+						v.tx = tx
 						err = transferIn(tx, from, to, 7, v.marker)
 					}
 					if err == nil {
@@ -175,15 +185,31 @@ func TestStoppedClients(t *testing.T) {
 	}
 	stop.Store(true)
 	wg.Wait()
-	if sum := total(t, healthy[0], accounts); sum != accounts*initial {
+	sum := total(t, healthy[0], accounts)
+	releaseOnce.Do(func() { close(release) })
+	for _, v := range victims {
+		if v.err2 = <-v.err; v.err2 == nil {
+			h.Add(v.tx.(txn.Traced).Trace())
+		}
+	}
+	if err := h.Check(); err != nil {
+		t.Errorf("%d transactions: %v", h.Len(), err)
+		var ce *check.CycleError
+		if errors.As(err, &ce) {
+			txns := h.Txns()
+			for _, i := range ce.Txns() {
+				t.Logf("T%d: reads %+v writes %+v", i, txns[i].Reads, txns[i].Writes)
+			}
+		}
+	}
+	if sum != accounts*initial {
 		t.Fatalf("total %d, want %d: a transfer was half-applied", sum, accounts*initial)
 	}
 	if d := time.Duration(slowest.Load()); d > lease+2*time.Second {
 		t.Errorf("a healthy transfer took %v, lease %v", d, lease)
 	}
-	releaseOnce.Do(func() { close(release) })
 	for _, v := range victims {
-		err := <-v.err
+		err := v.err2
 		switch {
 		case v.point == prismtx.HookPrepared && txn.ReasonOf(err) != txn.Timeout:
 			t.Errorf("victim stopped at %s, released: %v, want a timeout abort", v.point, err)

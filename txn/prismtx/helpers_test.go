@@ -26,10 +26,16 @@ type bed struct {
 
 func newBed(t testing.TB, n int) *bed {
 	t.Helper()
+	return newBedWith(t, n, prismtx.NodeConfig{Slots: 4096, Memory: 16 << 20, Stock: 256 << 10})
+}
+
+// newBedWith is newBed with nodes configured by nc.
+func newBedWith(t testing.TB, n int, nc prismtx.NodeConfig) *bed {
+	t.Helper()
 	b := &bed{t: t, fabric: fmt.Sprintf("prismtx-test-%d", seq.Add(1)), nodes: make([]*prismtx.Node, n)}
 	for i := range n {
 		srv, err := memnode.Start(context.Background(), memnode.Config{Device: fmt.Sprintf("loop://%s/n%d", b.fabric, i), CM: "127.0.0.1:0",
-			NewService: prismtx.Service(prismtx.NodeConfig{Slots: 4096, Memory: 16 << 20, Stock: 256 << 10}, func(nd *prismtx.Node) { b.nodes[i] = nd }),
+			NewService: prismtx.Service(nc, func(nd *prismtx.Node) { b.nodes[i] = nd }),
 			Logger:     slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)

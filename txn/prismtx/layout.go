@@ -12,25 +12,28 @@ import (
 //
 //	word 0  PW      the highest prepared writer's timestamp
 //	word 1  PR      the highest prepared (validated) reader's timestamp
-//	word 2  C       the last committed (or cleaned-up) writer's timestamp
-//	word 3  ptr     the committed version: an item buffer (or the absent item)
+//	word 2  ptr     the committed version: an item buffer (or the absent item) …
+//	word 3  C       … and the last committed (or cleaned-up) writer's timestamp
 //	word 4  key id  0 while the slot is empty, then the key's identity hash
 //	word 5  0
-//	word 6  pendTS  the prepared writer's timestamp …
-//	word 7  pendPtr … and its version's item buffer (ALLOCATEd at prepare)
+//	word 6  pendPtr the prepared writer's version (ALLOCATEd at prepare) …
+//	word 7  pendTS  … and its timestamp
 //
 // Words 0–3 are the half every protocol CAS acts on: read validation
 // (16 bytes, words 0–1), write validation, installation and cleanup (32
 // bytes, words 0–3); installation takes its swap operand (words 2–3) from
-// words 6–7 by INDIRECT_ARG.
+// words 6–7 by INDIRECT_ARG. ⟨ptr, C⟩ is a bounded pointer whose bound
+// is C: a GET reads through it under the NIC's atomics lock, so it never
+// sees an install half-done (C swapped, ptr not yet); the bound only
+// matters for C = 0, a key never written, whose read returns nothing.
 const (
 	slotSize = 64
 	wPW      = 0
 	wPR      = 1
-	wC       = 2
-	wPtr     = 3
+	wPtr     = 2
+	wC       = 3
 	offKeyID = 32
-	offPend  = 48 // pendTS, pendPtr
+	offPend  = 48 // pendPtr, pendTS
 )
 
 // An item (a version) is an ALLOCATEd buffer, never modified while a slot

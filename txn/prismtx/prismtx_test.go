@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rdmakit/rdmakit/check"
 	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/txn/prismtx"
 )
@@ -164,7 +165,13 @@ func acct(i int) []byte { return []byte(fmt.Sprintf("acct/%d", i)) }
 
 // transfer moves amount from one account to another (read-modify-write).
 func transfer(ctx context.Context, db txn.DB, from, to int, amount uint64) error {
-	return txn.Run(ctx, db, func(tx txn.Tx) error {
+	return tracedTransfer(ctx, db, from, to, amount, nil)
+}
+
+// tracedTransfer is transfer; h, when not nil, records the committed
+// attempt's trace.
+func tracedTransfer(ctx context.Context, db txn.DB, from, to int, amount uint64, h *check.History) error {
+	return txn.Run(ctx, traced{db, h}, func(tx txn.Tx) error {
 		a, err := tx.Get(acct(from))
 		if err != nil {
 			return err
@@ -256,4 +263,60 @@ func TestFewSlots(t *testing.T) {
 	if n != goroutines*10*8 {
 		t.Fatalf("%d increments survived, want %d", n, goroutines*10*8)
 	}
+}
+
+// traced is a DB whose committed transactions' traces go to h (when not
+// nil).
+type traced struct {
+	txn.DB
+	h *check.History
+}
+
+func (d traced) Begin(ctx context.Context) (txn.Tx, error) {
+	tx, err := d.DB.Begin(ctx)
+	if err != nil || d.h == nil {
+		return tx, err
+	}
+	return tracedTx{tx, d.h}, nil
+}
+
+type tracedTx struct {
+	txn.Tx
+	h *check.History
+}
+
+func (t tracedTx) Commit() error {
+	err := t.Tx.Commit()
+	if err == nil {
+		t.h.Add(t.Tx.(txn.Traced).Trace())
+	}
+	return err
+}
+
+// TestRecycling: clients overwrite keys with 1,000-byte values for four
+// times the nodes' version memory: the replaced versions go back through
+// the return rings and the nodes recycle them.
+func TestRecycling(t *testing.T) {
+	const memory = 1 << 20
+	b := newBedWith(t, 3, prismtx.NodeConfig{Slots: 1024, Memory: memory, Stock: 64 << 10})
+	db := b.dial(b.config())
+	ctx := tctx(t)
+	value := make([]byte, 1000)
+	for i := range 4 * 3 * memory / 2048 {
+		err := txn.Run(ctx, db, func(tx txn.Tx) error {
+			value[0] = byte(i)
+			return tx.Put([]byte(fmt.Sprintf("big/%d", i%16)), value)
+		})
+		if err != nil {
+			t.Fatalf("overwrite %d: %v", i, err)
+		}
+	}
+	var recycled uint64
+	for _, n := range b.nodes {
+		recycled += n.Stats().Recycled
+	}
+	if recycled == 0 {
+		t.Fatal("the nodes recycled no version")
+	}
+	t.Logf("%d versions recycled", recycled)
 }

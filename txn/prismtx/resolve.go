@@ -19,7 +19,7 @@ import (
 //     committed version unchanged;
 //   - the record says commit: the owner decided before it stopped, so the
 //     write is rolled forward with the owner's own install CAS (C < p:
-//     swap in ⟨pendTS, pendPtr⟩, the version the owner ALLOCATEd at
+//     swap in ⟨pendPtr, pendTS⟩, the version the owner ALLOCATEd at
 //     prepare);
 //   - the record holds a later timestamp: the owner finished p before it
 //     started that transaction (an id's transactions run one at a time,

@@ -3,12 +3,17 @@ package prismtx
 import (
 	"context"
 	"encoding/binary"
+	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/rdmakit/rdmakit/prism"
 	"github.com/rdmakit/rdmakit/verbs"
 )
+
+// errReturnerBroken: the returner stopped (returner.broken).
+var errReturnerBroken = errors.New("prismtx: returner stopped")
 
 // returnBatch is how many buffers one pass returns at most, and how many
 // queued buffers wake the returner before its 10 ms tick.
@@ -36,6 +41,10 @@ type returner struct {
 	once  sync.Once
 	wrs   [returnMax]verbs.SendWR
 	sgl   [returnMax]verbs.SGE
+	// broken: a list of the returner's did not answer in time; its late
+	// completion would be taken for the next one's, so the returner stops
+	// (the buffers it would have returned stay lost to the node).
+	broken bool
 }
 
 func (r *returner) start(c *conn, slot int) {
@@ -112,8 +121,8 @@ func (r *returner) run(ctx context.Context, n int) error {
 	}
 	_, err := ch.wait(ctx)
 	if ctx.Err() != nil {
-		// The list may still complete into the slot's channel: the
-		// returner gives up for good (its buffers stay lost).
+		r.broken = true
+		slog.Warn("prismtx: a node did not answer the return of versions; this connection returns no more", "node", r.c.addr)
 		return ctx.Err()
 	}
 	return err
@@ -122,6 +131,9 @@ func (r *returner) run(ctx context.Context, n int) error {
 // returnOnce returns up to returnMax buffers; left are those whose ring
 // slot was still occupied.
 func (r *returner) returnOnce(bufs []uint64, last bool) (left []uint64, err error) {
+	if r.broken {
+		return nil, errReturnerBroken
+	}
 	wait := 5 * time.Second
 	if last {
 		wait = time.Second

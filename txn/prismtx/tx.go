@@ -80,7 +80,13 @@ func (tx *Tx) read(key []byte) (*readEntry, error) {
 	if r, ok := tx.reads[string(key)]; ok {
 		return r, nil
 	}
-	r, err := tx.db.fetch(tx.ctx, key, &tx.rounds)
+	db := tx.db
+	db.life.RLock() // the DB does not close under the read
+	defer db.life.RUnlock()
+	if db.closed.Load() {
+		return nil, txn.ErrClosed
+	}
+	r, err := db.fetch(tx.ctx, key, &tx.rounds)
 	if err != nil {
 		return nil, err
 	}
@@ -148,10 +154,10 @@ func (tx *Tx) Trace() (reads, writes []txn.Access) { return tx.tr.reads, tx.tr.w
 const maxRereads = 6
 
 // fetch reads key's committed version with one list: a READ of the
-// slot's first half (PW, PR, C, ptr) and an indirect READ through its
-// pointer. The two are not one atomic read; the version read is never
-// older than the slot read, so RC = max(C, version's timestamp) (see
-// readEntry). A slot with a prepared writer (PW > C) costs a look at its
+// slot's first half (PW, PR, ptr, C) and a bounded indirect READ through
+// ⟨ptr, C⟩ (under the NIC's atomics lock: never half an install). The
+// two are not one atomic read; the version read is never older than the
+// slot read, so RC = max(C, version's timestamp) (see readEntry). A slot with a prepared writer (PW > C) costs a look at its
 // decision: committed, the write is rolled forward (rollIfCommitted);
 // past its lease, it is resolved (resolve.go); then the key is read
 // again.
@@ -174,10 +180,16 @@ func (db *DB) fetch(ctx context.Context, key []byte, rounds *int) (*readEntry, e
 		ch.sgl[0] = ch.sge(offOld, 32)
 		ch.sgl[1] = ch.sge(offItem, size)
 		ch.wrs[0] = verbs.SendWR{Opcode: verbs.OpRead, RemoteAddr: slot, RKey: c.lay.RKey, SGL: ch.sgl[0:1]}
-		ch.wrs[1] = verbs.SendWR{Opcode: verbs.OpRead, Flags: verbs.FlagIndirect, RemoteAddr: slot + 8*wPtr, RKey: c.lay.RKey, SGL: ch.sgl[1:2]}
+		ch.wrs[1] = verbs.SendWR{Opcode: verbs.OpRead, Flags: verbs.FlagIndirect | verbs.FlagBounded, RemoteAddr: slot + 8*wPtr,
+			RKey: c.lay.RKey, SGL: ch.sgl[1:2]}
 		*rounds++
-		if _, err := ch.run(ctx); err != nil {
+		wc, err := ch.run(ctx)
+		if err != nil {
 			return nil, err
+		}
+		if wc.ByteLen == 0 {
+			// C = 0, the bound: a key never written (the absent item).
+			putItem(ch.buf[offItem:], 0, nil, nil, flagAbsent)
 		}
 		pw := binary.NativeEndian.Uint64(ch.buf[offOld+8*wPW:])
 		cs := binary.NativeEndian.Uint64(ch.buf[offOld+8*wC:])
