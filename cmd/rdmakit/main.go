@@ -1,5 +1,6 @@
 // Command rdmakit is rdmakit's command-line tool: a demo, a memory node,
-// key-value store nodes and clients,
+// key-value store nodes and clients, transactional memory nodes and
+// their benchmark,
 // perftest-style measurements of verbs devices (in one process or against
 // a node), the experiment harness and version information.
 //
@@ -10,6 +11,8 @@
 //	rdmakit kv serve [--store pilaf|prism-kv|race|smart-ht] [--listen HOST:PORT] [--device URI] [--token-file F]
 //	rdmakit kv get|put|del --node HOST:PORT [--store S] KEY [VALUE]
 //	rdmakit kv bench --node HOST:PORT [--store S] [--workload a|b|c|d|f] [--load]
+//	rdmakit txn serve --protocol farm|prism-tx [--listen HOST:PORT] [--device URI] [--token-file F]
+//	rdmakit txn bench --protocol farm|prism-tx --nodes A,B,C [--workload smallbank|tatp|ycsb-t] [--load] [--check]
 //	rdmakit node [--uri tcp://HOST:PORT] [--cm HOST:PORT] [--mem 64MiB] [--mrs N] [--metrics HOST:PORT] [--echo] [--token-file F]
 //	rdmakit perf [--uri URI] [--op read|write|send|cas|faa|all] [--test lat|bw|both] [--sizes 8-1048576]
 //	rdmakit perf --connect HOST:PORT [--op …] [--test …] [--size N]

@@ -35,7 +35,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&level, "log-level", "warn", "log level: debug, info, warn or error")
-	root.AddCommand(newDemoCmd(), newNodeCmd(), newKVCmd(), newRSCmd(), newPerfCmd(), newBenchCmd(), newVersionCmd())
+	root.AddCommand(newDemoCmd(), newNodeCmd(), newKVCmd(), newRSCmd(), newTxnCmd(), newPerfCmd(), newBenchCmd(), newVersionCmd())
 	return root
 }
 

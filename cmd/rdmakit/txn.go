@@ -1,0 +1,178 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rdmakit/rdmakit/memnode"
+	"github.com/rdmakit/rdmakit/txn/farm"
+	"github.com/rdmakit/rdmakit/txn/prismtx"
+)
+
+// errTxnFlag is wrapped by every refusal of a txn command's flags.
+var errTxnFlag = errors.New("txn: bad flag")
+
+// The protocols a txn command speaks, by their --protocol name.
+const (
+	protoFarm    = "farm"
+	protoPrismTX = "prism-tx"
+)
+
+// checkProtocol returns an error wrapping errTxnFlag unless p names a
+// protocol.
+func checkProtocol(p string) error {
+	if p != protoFarm && p != protoPrismTX {
+		return fmt.Errorf("%w: --protocol %q: want farm or prism-tx", errTxnFlag, p)
+	}
+	return nil
+}
+
+func newTxnCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "txn",
+		Short: "Distributed transactions on remote memory: serve a memory node, benchmark FaRM and PRISM-TX",
+		Long: `A transactional database is records sharded over memory nodes by a hash of their
+key (at least three nodes); every node of one database serves one protocol:
+
+  rdmakit txn serve --protocol prism-tx --listen 127.0.0.1:7491 &
+  rdmakit txn serve --protocol prism-tx --listen 127.0.0.1:7492 &
+  rdmakit txn serve --protocol prism-tx --listen 127.0.0.1:7493 &
+  rdmakit txn bench --protocol prism-tx --nodes 127.0.0.1:7491,127.0.0.1:7492,127.0.0.1:7493 \
+      --workload smallbank --load --check
+
+farm is FaRM (lock, validate, commit to backups, commit to primaries; each
+shard on a primary and --backups backups); prism-tx is PRISM-TX (timestamps,
+validation by enhanced CAS, installation by ALLOCATE and a greater-than CAS:
+no node CPU per transaction; one copy per shard). The data lives only in the
+nodes' memory: a node that restarts comes back empty. See docs/txn.md.`,
+	}
+	cmd.AddCommand(newTxnServeCmd(), newTxnBenchCmd(), newTxnClientCmd())
+	return cmd
+}
+
+// txnServeFlags are `txn serve`'s flags.
+type txnServeFlags struct {
+	protocol, device, listen, metrics string
+	token                             tokenFlags
+	probe                             time.Duration
+	maxConns                          int
+	// FaRM
+	coordinators int
+	logSize      string
+	lease        time.Duration
+	// PRISM-TX
+	slots  int
+	memory string
+}
+
+// service returns the memnode service of f's protocol.
+func (f *txnServeFlags) service(tok string) (memnode.NewServiceFunc, string, error) {
+	if err := checkProtocol(f.protocol); err != nil {
+		return nil, "", err
+	}
+	if f.protocol == protoFarm {
+		logSize, err := parseBytes(f.logSize)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: --log-size: %w", errTxnFlag, err)
+		}
+		switch {
+		case f.coordinators <= 0:
+			return nil, "", fmt.Errorf("%w: --coordinators %d: want at least 1", errTxnFlag, f.coordinators)
+		case f.lease <= 0 || f.lease > time.Minute:
+			return nil, "", fmt.Errorf("%w: --lease %v: want above 0, at most 1m", errTxnFlag, f.lease)
+		case logSize%8 != 0 || logSize < 4*farm.DefaultMaxMessage || logSize > 1<<30:
+			return nil, "", fmt.Errorf("%w: --log-size %s: want a multiple of 8 from %d KiB to 1 GiB", errTxnFlag, f.logSize, 4*farm.DefaultMaxMessage>>10)
+		}
+		cfg := farm.NodeConfig{MaxClients: f.coordinators, LogSize: int(logSize), Lease: f.lease, Token: tok, Logger: slog.Default()}
+		return farm.Service(cfg, nil), "a FaRM memory node", nil
+	}
+	mem, err := parseBytes(f.memory)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: --memory: %w", errTxnFlag, err)
+	}
+	if f.slots <= 0 || f.slots > 1<<26 {
+		return nil, "", fmt.Errorf("%w: --slots %d: want 1 to %d", errTxnFlag, f.slots, 1<<26)
+	}
+	if mem < 1<<20 || mem > 1<<36 {
+		return nil, "", fmt.Errorf("%w: --memory %s: want 1 MiB to 64 GiB", errTxnFlag, f.memory)
+	}
+	return prismtx.Service(prismtx.NodeConfig{Slots: f.slots, Memory: int(mem)}, nil), "a PRISM-TX memory node", nil
+}
+
+func newTxnServeCmd() *cobra.Command {
+	var f txnServeFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve one memory node of a transactional database until interrupted",
+		Long: `serve holds one shard of a database (FaRM: its primary copy and --backups
+backup copies of others, laid out by the first 'txn bench --load' or client
+that creates the database; PRISM-TX: --slots records and --memory bytes of
+versions) in the memory of a verbs device (--device), for the clients that
+connect through the connection manager at --listen, until SIGINT or SIGTERM.
+A client must present the token (--token, --token-file or $RDMAKIT_TOKEN) when
+the node has one; FaRM nodes present it to each other too, when they recover
+the transactions of a client that died (after --lease). --listen also takes
+tcp://HOST:PORT.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			tok, err := f.token.value()
+			if err != nil {
+				return err
+			}
+			svc, what, err := f.service(tok)
+			if err != nil {
+				return err
+			}
+			if f.maxConns <= 0 {
+				return fmt.Errorf("%w: --max-conns %d: want at least 1", errTxnFlag, f.maxConns)
+			}
+			probe := f.probe
+			if probe < 0 {
+				return fmt.Errorf("%w: --probe %v: must not be negative", errTxnFlag, probe)
+			} else if probe == 0 {
+				probe = -1 // disabled
+			}
+			listen := strings.TrimPrefix(f.listen, "tcp://")
+			device := f.device
+			if device == "" {
+				host, _, ok := strings.Cut(listen, ":")
+				if !ok || host == "" {
+					host = "127.0.0.1"
+				}
+				device = "tcp://" + host + ":0"
+			}
+			srv, err := memnode.Start(ctx, memnode.Config{Device: device, CM: listen, Metrics: f.metrics, Token: tok, Probe: probe,
+				MaxClients: f.maxConns, NewService: svc, Logger: slog.Default()})
+			if err != nil {
+				return err
+			}
+			info := srv.Info()
+			fmt.Fprintf(cmd.OutOrStdout(), "serving %s: connect to %s (verbs device %s)\n", what, info.CM, info.Device)
+			if info.Metrics != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "metrics at %s\n", info.Metrics)
+			}
+			<-ctx.Done()
+			return srv.Close()
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.protocol, "protocol", "", "the database's protocol: farm or prism-tx (required)")
+	fl.StringVar(&f.device, "device", "", "verbs device the node's memory is reached through (default tcp://<--listen host>:0)")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:7490", "connection manager address clients dial (host:port or tcp://host:port)")
+	fl.StringVar(&f.metrics, "metrics", "", "HTTP listen address for Prometheus /metrics; empty disables")
+	fl.DurationVar(&f.probe, "probe", memnode.DefaultProbe, "how often each client is checked (a 0-byte READ); a gone client's QP, CQ and goroutine are freed. 0 disables")
+	fl.IntVar(&f.maxConns, "max-conns", memnode.DefaultMaxClients, "connections served at once (clients and, for FaRM, the other nodes); more are refused")
+	fl.IntVar(&f.coordinators, "coordinators", farm.DefaultMaxClients, "farm: clients (coordinators) with a log ring here at once")
+	fl.StringVar(&f.logSize, "log-size", "1MiB", "farm: bytes of each coordinator's log ring")
+	fl.DurationVar(&f.lease, "lease", farm.DefaultLease, "farm: how long a transaction may hold a lock before the node recovers it")
+	fl.IntVar(&f.slots, "slots", 1<<18, "prism-tx: record slots of the shard (the most keys it holds; keep it about twice the keys)")
+	fl.StringVar(&f.memory, "memory", "256MiB", "prism-tx: bytes of record versions")
+	f.token.add(fl, "auth token clients must present (also passed to the device as token=)")
+	return cmd
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rdmakit/rdmakit/txn"
+	"github.com/rdmakit/rdmakit/workload"
+)
+
+// txnClientLine is one line of `txn client`'s output (JSON): what one of
+// its goroutines (T) is about to do or has done. In order, per
+// operation: Op (drawn), Commit (a Commit call starts, once per
+// attempt), Reads and Writes (the trace of the attempt that committed,
+// written as soon as Commit returned nil), then Done with Delta, or
+// Rejected, or Err.
+type txnClientLine struct {
+	T        int                   `json:"t"`
+	Op       *workload.SmallBankOp `json:"op,omitempty"`
+	Commit   bool                  `json:"commit,omitempty"`
+	Reads    []txn.Access          `json:"r,omitempty"`
+	Writes   []txn.Access          `json:"w,omitempty"`
+	Traced   bool                  `json:"traced,omitempty"`
+	Done     bool                  `json:"done,omitempty"`
+	Delta    int64                 `json:"delta,omitempty"`
+	Rejected bool                  `json:"rejected,omitempty"`
+	Err      string                `json:"err,omitempty"`
+}
+
+// lineWriter writes txnClientLines, one write each, from many
+// goroutines.
+type lineWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	err error // the first failed write: nobody reads the lines any more
+}
+
+func (lw *lineWriter) emit(l txnClientLine) {
+	b, err := json.Marshal(l)
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if err == nil && lw.err == nil {
+		_, err = lw.w.Write(append(b, '\n'))
+	}
+	if err != nil && lw.err == nil {
+		lw.err = err
+	}
+}
+
+// failed returns the first error of a write, nil while they succeed.
+func (lw *lineWriter) failed() error {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.err
+}
+
+// threadKey is the context key of the goroutine a transaction runs for.
+type threadKey struct{}
+
+// reportingDB is a txn.DB whose transactions say when they start to
+// commit and, once committed, what they read and wrote.
+type reportingDB struct {
+	txn.DB
+	out *lineWriter
+}
+
+func (d *reportingDB) Begin(ctx context.Context) (txn.Tx, error) {
+	tx, err := d.DB.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, _ := ctx.Value(threadKey{}).(int)
+	return &reportingTx{Tx: tx, out: d.out, t: t}, nil
+}
+
+// reportingTx is a transaction of a reportingDB.
+type reportingTx struct {
+	txn.Tx
+	out *lineWriter
+	t   int
+}
+
+func (x *reportingTx) Commit() error {
+	x.out.emit(txnClientLine{T: x.t, Commit: true})
+	if err := x.Tx.Commit(); err != nil {
+		return err
+	}
+	if tr, ok := x.Tx.(txn.Traced); ok {
+		r, w := tr.Trace()
+		x.out.emit(txnClientLine{T: x.t, Reads: r, Writes: w, Traced: true})
+	}
+	return nil
+}
+
+func newTxnClientCmd() *cobra.Command {
+	var f txnClientFlags
+	var accounts, first, customers, threads int
+	var seed int64
+	cmd := &cobra.Command{
+		Use:    "client",
+		Short:  "Run SmallBank on a range of customers and report every transaction as a JSON line (for fault tests)",
+		Hidden: true,
+		Long: `client runs SmallBank transactions on customers --first to --first+--customers-1
+of a bank of --accounts customers (loaded already) from --threads goroutines
+until SIGINT or SIGTERM, after which each goroutine finishes the transaction it
+runs. It writes a JSON line (txnClientLine) before each transaction, at each
+commit attempt, with the trace of each committed one, and with its outcome: a
+test that kills this process (kill -9) mid-commit knows what it had committed,
+and what it was committing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			switch {
+			case customers < 2 || first < 0 || first+customers > accounts:
+				return fmt.Errorf("%w: --first %d --customers %d: want at least 2 customers among the bank's %d", errTxnFlag, first, customers, accounts)
+			case threads <= 0 || threads > 256:
+				return fmt.Errorf("%w: --threads %d: want 1 to 256", errTxnFlag, threads)
+			}
+			db, _, err := f.open(ctx, 0)
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			out := &lineWriter{w: cmd.OutOrStdout()}
+			bank := &workload.SmallBank{Accounts: accounts, HotAccounts: accounts}
+			draw := &workload.SmallBank{Accounts: customers, HotAccounts: customers}
+			rdb := &reportingDB{DB: db, out: out}
+			var wg sync.WaitGroup
+			for t := range threads {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := rand.New(rand.NewSource(seed + int64(t)))
+					tctx := context.WithValue(context.WithoutCancel(ctx), threadKey{}, t)
+					for ctx.Err() == nil && out.failed() == nil {
+						op := draw.Next(r)
+						op.Cust1 += uint64(first)
+						if op.Kind == workload.Amalgamate || op.Kind == workload.SendPayment {
+							op.Cust2 += uint64(first)
+						}
+						out.emit(txnClientLine{T: t, Op: &op})
+						octx, cancel := context.WithTimeout(tctx, 30*time.Second)
+						delta, err := bank.Exec(octx, rdb, op)
+						cancel()
+						switch {
+						case err == nil:
+							out.emit(txnClientLine{T: t, Done: true, Delta: delta})
+						case errors.Is(err, workload.ErrRejected):
+							out.emit(txnClientLine{T: t, Rejected: true})
+						default:
+							out.emit(txnClientLine{T: t, Err: err.Error()})
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if err := out.failed(); err != nil {
+				return fmt.Errorf("txn client: writing its report: %w", err)
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	fl := cmd.Flags()
+	fl.IntVar(&accounts, "accounts", 1000, "customers of the bank, as loaded")
+	fl.IntVar(&first, "first", 0, "the first customer this client's transactions use")
+	fl.IntVar(&customers, "customers", 1000, "how many customers from --first on they use")
+	fl.IntVar(&threads, "threads", 1, "goroutines, one transaction at a time each")
+	fl.Int64Var(&seed, "seed", 1, "seed of the transactions drawn")
+	return cmd
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/rdmakit/rdmakit/txn"
+	"github.com/rdmakit/rdmakit/txn/farm"
+	"github.com/rdmakit/rdmakit/txn/prismtx"
+)
+
+// txnClientFlags are the flags of every txn client command: which
+// nodes, which protocol, how to reach them.
+type txnClientFlags struct {
+	protocol, nodes, device string
+	token                   tokenFlags
+	timeout                 time.Duration
+	// FaRM's layout, given to the nodes when the database is created.
+	backups, buckets, valueSize int
+}
+
+func (f *txnClientFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.protocol, "protocol", "", "the nodes' protocol: farm or prism-tx (required)")
+	fl.StringVar(&f.nodes, "nodes", "", "the database's memory nodes: connection manager addresses, comma-separated, in shard order (required)")
+	fl.StringVar(&f.device, "device", "tcp://127.0.0.1:0", "the client's own verbs device (the nodes must reach it)")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the nodes when connecting")
+	fl.IntVar(&f.backups, "backups", 1, "farm, with --load: backup copies of each shard (primary-backup replication)")
+	fl.IntVar(&f.buckets, "buckets", 0, "farm, with --load: object slots per shard (default: twice the workload's records per shard)")
+	fl.IntVar(&f.valueSize, "value-size", 64, "farm, with --load: the largest value an object holds")
+	f.token.add(fl, "auth token the nodes require")
+}
+
+// list parses --nodes.
+func (f *txnClientFlags) list() ([]string, error) {
+	var ns []string
+	seen := map[string]bool{}
+	for _, n := range strings.Split(f.nodes, ",") {
+		n = strings.TrimPrefix(strings.TrimSpace(n), "tcp://")
+		if n == "" {
+			continue
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("%w: --nodes: %s listed twice", errTxnFlag, n)
+		}
+		seen[n] = true
+		ns = append(ns, n)
+	}
+	if len(ns) == 0 {
+		return nil, fmt.Errorf("%w: --nodes: give the memory nodes' addresses", errTxnFlag)
+	}
+	return ns, nil
+}
+
+// txnCounters reads a client's committed transactions and the round trips
+// they took so far, as its protocol counts them.
+type txnCounters func() (commits, trips uint64)
+
+// open connects a client of f's database. With records > 0 and FaRM, it
+// creates the database first, laid out for about records records.
+func (f *txnClientFlags) open(ctx context.Context, records int) (txn.DB, txnCounters, error) {
+	if err := checkProtocol(f.protocol); err != nil {
+		return nil, nil, err
+	}
+	nodes, err := f.list()
+	if err != nil {
+		return nil, nil, err
+	}
+	tok, err := f.token.value()
+	if err != nil {
+		return nil, nil, err
+	}
+	device, err := withQuery(f.device, "token", tok)
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	if f.protocol == protoPrismTX {
+		db, err := prismtx.Dial(ctx, prismtx.Config{Device: device, Nodes: nodes, Token: tok})
+		if err != nil {
+			return nil, nil, err
+		}
+		return db, func() (uint64, uint64) { s := db.Stats(); return s.Commits, s.RoundTrips }, nil
+	}
+	cfg := farm.Config{Device: device, Nodes: nodes, Token: tok}
+	var db *farm.DB
+	if records > 0 {
+		l, lerr := f.layout(records, len(nodes))
+		if lerr != nil {
+			return nil, nil, lerr
+		}
+		db, err = farm.Create(ctx, cfg, l)
+	} else {
+		db, err = farm.Dial(ctx, cfg)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, func() (uint64, uint64) { s := db.Stats(); return s.Commits, s.RoundTrips() }, nil
+}
+
+// layout is FaRM's layout for records records on n nodes: --buckets, or
+// twice the records per shard rounded up to a power of two.
+func (f *txnClientFlags) layout(records, n int) (farm.Layout, error) {
+	if f.backups < 1 || f.backups >= n {
+		return farm.Layout{}, fmt.Errorf("%w: --backups %d: want 1 to %d with %d nodes", errTxnFlag, f.backups, n-1, n)
+	}
+	if f.valueSize < 8 || f.valueSize > txn.MaxValue {
+		return farm.Layout{}, fmt.Errorf("%w: --value-size %d: want 8 to %d", errTxnFlag, f.valueSize, txn.MaxValue)
+	}
+	buckets := f.buckets
+	if buckets == 0 {
+		buckets = 1024
+		for buckets < 2*records/n {
+			buckets *= 2
+		}
+	}
+	if buckets < farm.MaxProbe || buckets > 1<<26 {
+		return farm.Layout{}, fmt.Errorf("%w: --buckets %d: want %d to %d", errTxnFlag, buckets, farm.MaxProbe, 1<<26)
+	}
+	return farm.Layout{F: f.backups, Buckets: buckets, ValueSize: f.valueSize}, nil
+}

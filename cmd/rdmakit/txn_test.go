@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmakit/rdmakit/bench"
+)
+
+// freeTCPAddr returns a loopback address nothing listens on.
+func freeTCPAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// serveTxnNodes runs three `txn serve --protocol protocol` in this
+// process until the test ends and returns their addresses, joined.
+func serveTxnNodes(t *testing.T, protocol string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var addrs []string
+	served := make(chan string, 3)
+	for range 3 {
+		addr := freeTCPAddr(t)
+		addrs = append(addrs, addr)
+		go func() {
+			var out, errs bytes.Buffer
+			if code := run(ctx, []string{"txn", "serve", "--protocol", protocol, "--listen", addr, "--slots", "8192", "--memory", "16MiB"}, &out, &errs); code != 0 {
+				served <- fmt.Sprintf("exit %d: %s", code, errs.String())
+				return
+			}
+			served <- ""
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range 3 {
+			if msg := <-served; msg != "" {
+				t.Errorf("a %s node: %s", protocol, msg)
+			}
+		}
+	})
+	return strings.Join(addrs, ",")
+}
+
+// txnBench runs `txn bench` with args against nodes, retrying while the
+// nodes are still starting.
+func txnBench(nodes string, args ...string) (string, int) {
+	var out, errs bytes.Buffer
+	code := -1
+	for range 50 {
+		out.Reset()
+		errs.Reset()
+		code = run(context.Background(), append([]string{"txn", "bench", "--nodes", nodes, "--timeout", "5s"}, args...), &out, &errs)
+		if code == 0 || !strings.Contains(errs.String(), "connection refused") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return out.String() + errs.String(), code
+}
+
+// TestTxnCommands: three `txn serve` nodes per protocol, then `txn
+// bench` of every workload, SmallBank with --load --check (the checker's
+// and the money's verdicts printed), and the refusals a user meets
+// first.
+func TestTxnCommands(t *testing.T) {
+	for _, p := range []string{protoFarm, protoPrismTX} {
+		t.Run(p, func(t *testing.T) {
+			nodes := serveTxnNodes(t, p)
+			out, code := txnBench(nodes, "--protocol", p, "--workload", "smallbank", "--records", "500", "--clients", "4",
+				"--duration", "150ms", "--load", "--check", "--buckets", "8192")
+			if code != 0 {
+				t.Fatalf("bench smallbank: %d %s", code, out)
+			}
+			mustContain(t, out, p+" SmallBank (500 accounts, 20 hot), 4 clients", "loaded", "txn/s", "p50", "p99",
+				"per committed transaction (lock-conflict", "round trips", "serializable  yes: no cycle among", "money         holds")
+			// The same nodes hold other tables (FaRM: the same layout,
+			// room for all): TATP loaded, YCSB-T written by its first
+			// transactions.
+			if out, code := txnBench(nodes, "--protocol", p, "--workload", "tatp", "--records", "100", "--duration", "100ms", "--load", "--check", "--buckets", "8192"); code != 0 {
+				t.Errorf("bench tatp: %d %s", code, out)
+			} else {
+				mustContain(t, out, "TATP (100 subscribers)", "serializable  yes")
+			}
+			if out, code := txnBench(nodes, "--protocol", p, "--workload", "ycsb-t", "--records", "300", "--zipf", "0.9", "--duration", "100ms"); code != 0 {
+				t.Errorf("bench ycsb-t: %d %s", code, out)
+			} else {
+				mustContain(t, out, "YCSB-T (300 keys, zipf 0.90)", "txn/s")
+			}
+		})
+	}
+}
+
+// Bad input: a refusal with its reason and a non-zero exit, never a
+// panic; the flag refusals wrap errTxnFlag.
+func TestTxnBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"txn", "serve", "--protocol", "nope"}, "--protocol"},
+		{[]string{"txn", "serve", "--protocol", "prism-tx", "--slots", "0"}, "--slots"},
+		{[]string{"txn", "serve", "--protocol", "prism-tx", "--memory", "lots"}, "--memory"},
+		{[]string{"txn", "serve", "--protocol", "farm", "--lease", "0s"}, "--lease"},
+		{[]string{"txn", "serve", "--protocol", "farm", "--log-size", "1000"}, "--log-size"},
+		{[]string{"txn", "bench", "--protocol", "farm"}, "--nodes"},
+		{[]string{"txn", "bench", "--protocol", "nope", "--nodes", "a:1"}, "--protocol"},
+		{[]string{"txn", "bench", "--protocol", "farm", "--nodes", "a:1,a:1"}, "twice"},
+		{[]string{"txn", "bench", "--protocol", "farm", "--nodes", "a:1", "--workload", "tpcc"}, "--workload"},
+		{[]string{"txn", "bench", "--protocol", "farm", "--nodes", "a:1", "--clients", "0"}, "--clients"},
+		{[]string{"txn", "bench", "--protocol", "farm", "--nodes", "a:1", "--check"}, "--check needs --load"},
+		{[]string{"txn", "bench", "--protocol", "farm", "--nodes", "a:1", "--workload", "ycsb-t", "--zipf", "1.5"}, "zipf"},
+		{[]string{"txn", "bench", "--protocol", "farm", "--nodes", "a:1,b:2", "--load", "--backups", "2"}, "--backups"},
+		{[]string{"txn", "bench", "--protocol", "prism-tx", "--nodes", freeTCPAddr(t), "--timeout", "300ms", "--duration", "10ms"}, ""},
+		{[]string{"txn", "client", "--protocol", "farm", "--nodes", "a:1", "--first", "999", "--customers", "5"}, "--first"},
+	} {
+		var out, errs bytes.Buffer
+		if code := run(context.Background(), c.args, &out, &errs); code == 0 || !strings.Contains(errs.String(), c.want) {
+			t.Errorf("%v: exit %d, %q", c.args, code, errs.String())
+		}
+	}
+	if _, err := txnWorkload("tpcc", 0, 0); !errors.Is(err, errTxnFlag) {
+		t.Errorf("txnWorkload(tpcc): %v", err)
+	}
+	if _, err := txnWorkload("smallbank", -1, 0); !errors.Is(err, errTxnFlag) {
+		t.Errorf("txnWorkload(records -1): %v", err)
+	}
+	if err := checkProtocol("FaRM"); !errors.Is(err, errTxnFlag) {
+		t.Errorf("checkProtocol(FaRM): %v", err)
+	}
+	f := txnClientFlags{backups: 1, valueSize: 64}
+	if l, err := f.layout(300000, 3); err != nil || l.Buckets != 1<<18 || l.F != 1 {
+		t.Errorf("layout of 300,000 records on 3 nodes: %+v, %v", l, err)
+	}
+	f.valueSize = 1 << 20
+	if _, err := f.layout(10, 3); !errors.Is(err, errTxnFlag) {
+		t.Errorf("layout with 1 MiB values: %v", err)
+	}
+}
+
+// TestTxnExperiments runs `rdmakit bench run txn-ycsbt --quick` and
+// txn-peers through the command, so that FaRM and PRISM-TX start their
+// nodes as `rdmakit txn serve` processes: both give a row at every point
+// with a rate, node CPU, round trips and a checked history.
+func TestTxnExperiments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	res := runExperiment(t, "txn-ycsbt", "--quick", "--duration", "100ms")
+	checkTxnRows(t, res, 2, "txn-ycsbt")
+	res = runExperiment(t, "txn-peers", "--quick", "--duration", "100ms")
+	checkTxnRows(t, res, 4, "txn-peers")
+	mustContain(t, res.out, "SmallBank's money", "held at the end on:")
+}
+
+func checkTxnRows(t *testing.T, res experimentResult, want int, name string) {
+	t.Helper()
+	col := res.col
+	rows := map[string]int{}
+	for _, r := range res.rows {
+		sys := r[col["system"]].(string)
+		rows[sys]++
+		if rate, ok := r[col["rate"]].(float64); !ok || rate <= 0 {
+			t.Errorf("%s %s: no rate: %v", name, sys, r)
+		}
+		if sys == "PostgreSQL" {
+			continue
+		}
+		for _, c := range []string{"node_cpu", "trips", "checked"} {
+			if v, ok := r[col[c]].(float64); !ok || v <= 0 {
+				t.Errorf("%s %s: %s %v: %v", name, sys, c, r[col[c]], r)
+			}
+		}
+	}
+	for _, sys := range []string{"FaRM", "PRISM-TX"} {
+		if rows[sys] != want {
+			t.Errorf("%s: %s has %d rows, want %d", name, sys, rows[sys], want)
+		}
+	}
+}
+
+// A txn experiment whose context ends mid-run returns its error and
+// leaves no process behind: every `txn serve` node (and PostgreSQL) is
+// stopped.
+func TestTxnExperimentCanceled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	// Cut while the systems are up, in their first points (5 s each).
+	for name, after := range map[string]time.Duration{"txn-ycsbt": 1500 * time.Millisecond, "txn-peers": 3 * time.Second} {
+		ctx, cancel := context.WithTimeout(t.Context(), after)
+		_, _, err := bench.Run(ctx, name, bench.Options{Quick: true, Duration: 5 * time.Second, Command: selfCommand})
+		cancel()
+		if err == nil {
+			t.Errorf("%s: a run cut short at %v succeeded", name, after)
+		}
+		var left []byte
+		for range 50 { // the killed children are being reaped
+			if left, err = exec.Command("pgrep", "-P", fmt.Sprint(os.Getpid())).Output(); err != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err == nil {
+			t.Errorf("%s: child processes left after cancellation: %s", name, left)
+		}
+	}
+}
