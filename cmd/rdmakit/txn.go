@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -65,6 +66,7 @@ type txnServeFlags struct {
 	coordinators int
 	logSize      string
 	lease        time.Duration
+	members      string
 	// PRISM-TX
 	slots  int
 	memory string
@@ -88,7 +90,18 @@ func (f *txnServeFlags) service(tok string) (memnode.NewServiceFunc, string, err
 		case logSize%8 != 0 || logSize < 4*farm.DefaultMaxMessage || logSize > 1<<30:
 			return nil, "", fmt.Errorf("%w: --log-size %s: want a multiple of 8 from %d KiB to 1 GiB", errTxnFlag, f.logSize, 4*farm.DefaultMaxMessage>>10)
 		}
-		cfg := farm.NodeConfig{MaxClients: f.coordinators, LogSize: int(logSize), Lease: f.lease, Token: tok, Logger: slog.Default()}
+		var members []string
+		if f.members != "" {
+			members = strings.Split(f.members, ",")
+			seen := map[string]bool{}
+			for _, m := range members {
+				if _, port, err := net.SplitHostPort(m); err != nil || port == "" || seen[m] {
+					return nil, "", fmt.Errorf("%w: --members: %q is not a distinct host:port", errTxnFlag, m)
+				}
+				seen[m] = true
+			}
+		}
+		cfg := farm.NodeConfig{MaxClients: f.coordinators, LogSize: int(logSize), Lease: f.lease, Token: tok, Logger: slog.Default(), Members: members}
 		return farm.Service(cfg, nil), "a FaRM memory node", nil
 	}
 	mem, err := parseBytes(f.memory)
@@ -117,7 +130,14 @@ connect through the connection manager at --listen, until SIGINT or SIGTERM.
 A client must present the token (--token, --token-file or $RDMAKIT_TOKEN) when
 the node has one; FaRM nodes present it to each other too, when they recover
 the transactions of a client that died (after --lease). --listen also takes
-tcp://HOST:PORT.`,
+tcp://HOST:PORT.
+
+FaRM primary failover: give every node the same --members list, each node's
+membership address (host:port, TCP) in the layout's order (node i of the
+database at position i). The nodes then hold the database's configuration
+(epoch, primary and backups per shard) in a raft group among themselves;
+when a node falls silent for the lease, its shards' first backups take over
+and clients follow the new epoch (docs/txn.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -171,6 +191,7 @@ tcp://HOST:PORT.`,
 	fl.IntVar(&f.coordinators, "coordinators", farm.DefaultMaxClients, "farm: clients (coordinators) with a log ring here at once")
 	fl.StringVar(&f.logSize, "log-size", "1MiB", "farm: bytes of each coordinator's log ring")
 	fl.DurationVar(&f.lease, "lease", farm.DefaultLease, "farm: how long a transaction may hold a lock before the node recovers it")
+	fl.StringVar(&f.members, "members", "", "farm: the nodes' membership addresses (host:port,…) in layout order: primary failover by raft among them; empty: none")
 	fl.IntVar(&f.slots, "slots", 1<<18, "prism-tx: record slots of the shard (the most keys it holds; keep it about twice the keys)")
 	fl.StringVar(&f.memory, "memory", "256MiB", "prism-tx: bytes of record versions")
 	f.token.add(fl, "auth token clients must present (also passed to the device as token=)")

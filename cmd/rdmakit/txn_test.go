@@ -117,6 +117,8 @@ func TestTxnBadInput(t *testing.T) {
 		{[]string{"txn", "serve", "--protocol", "prism-tx", "--memory", "lots"}, "--memory"},
 		{[]string{"txn", "serve", "--protocol", "farm", "--lease", "0s"}, "--lease"},
 		{[]string{"txn", "serve", "--protocol", "farm", "--log-size", "1000"}, "--log-size"},
+		{[]string{"txn", "serve", "--protocol", "farm", "--members", "a:1,a:1,b:2"}, "--members"},
+		{[]string{"txn", "serve", "--protocol", "farm", "--members", "nohostport"}, "--members"},
 		{[]string{"txn", "bench", "--protocol", "farm"}, "--nodes"},
 		{[]string{"txn", "bench", "--protocol", "nope", "--nodes", "a:1"}, "--protocol"},
 		{[]string{"txn", "bench", "--protocol", "farm", "--nodes", "a:1,a:1"}, "twice"},
