@@ -125,7 +125,19 @@ func TestTransfers(t *testing.T) {
 		dbs = append(dbs, b.dial(b.config()))
 	}
 	ctx := tctx(t)
-	err := txn.Run(ctx, dbs[0], func(tx txn.Tx) error {
+	fund(t, ctx, dbs[0], accounts, initial)
+	transfers(t, ctx, dbs, accounts, 150, func(i int) uint64 { return uint64(i%5 + 1) })
+	if sum := total(t, dbs[0], accounts); sum != accounts*initial {
+		t.Fatalf("total %d, want %d", sum, accounts*initial)
+	}
+	st := dbs[0].Stats()
+	t.Logf("client 0: %d commits, aborts %v, %.2f round trips per commit", st.Commits, st.Aborts, float64(st.RoundTrips)/float64(st.Commits))
+}
+
+// fund puts initial into accounts 0 to accounts-1, in one transaction.
+func fund(t *testing.T, ctx context.Context, db txn.DB, accounts int, initial uint64) {
+	t.Helper()
+	err := txn.Run(ctx, db, func(tx txn.Tx) error {
 		for i := range accounts {
 			if err := tx.Put(acct(i), u64(initial)); err != nil {
 				return err
@@ -136,29 +148,27 @@ func TestTransfers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// transfers has each of dbs move amount(i) between two accounts rounds
+// times, concurrently, and waits; a failed transfer fails the test.
+func transfers(t *testing.T, ctx context.Context, dbs []*prismtx.DB, accounts, rounds int, amount func(i int) uint64) {
 	var wg sync.WaitGroup
 	for ci, db := range dbs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 150 {
+		wg.Go(func() {
+			for i := range rounds {
 				from, to := (ci*7+i*3)%accounts, (ci*5+i*11+1)%accounts
 				if from == to {
 					to = (to + 1) % accounts
 				}
-				if err := transfer(ctx, db, from, to, uint64(i%5+1)); err != nil {
+				if err := transfer(ctx, db, from, to, amount(i)); err != nil {
 					t.Error(err)
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	if sum := total(t, dbs[0], accounts); sum != accounts*initial {
-		t.Fatalf("total %d, want %d", sum, accounts*initial)
-	}
-	st := dbs[0].Stats()
-	t.Logf("client 0: %d commits, aborts %v, %.2f round trips per commit", st.Commits, st.Aborts, float64(st.RoundTrips)/float64(st.Commits))
 }
 
 func acct(i int) []byte { return []byte(fmt.Sprintf("acct/%d", i)) }

@@ -1,11 +1,9 @@
 package prismtx_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/txn/prismtx"
 )
 
@@ -33,35 +31,8 @@ func racingResolvers(t *testing.T, syncInstall bool) {
 	}
 	const accounts, initial = 8, 1000
 	ctx := tctx(t)
-	err := txn.Run(ctx, dbs[0], func(tx txn.Tx) error {
-		for i := range accounts {
-			if err := tx.Put(acct(i), u64(initial)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for ci, db := range dbs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 300 {
-				from, to := (ci*7+i*3)%accounts, (ci*5+i*11+1)%accounts
-				if from == to {
-					to = (to + 1) % accounts
-				}
-				if err := transfer(ctx, db, from, to, 1); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	fund(t, ctx, dbs[0], accounts, initial)
+	transfers(t, ctx, dbs, accounts, 300, func(int) uint64 { return 1 })
 	if sum := total(t, dbs[0], accounts); sum != accounts*initial {
 		t.Fatalf("sync install %v: total %d, want %d", syncInstall, sum, accounts*initial)
 	}
