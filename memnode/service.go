@@ -2,6 +2,7 @@ package memnode
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -67,4 +68,13 @@ type Preparer interface {
 type MetricsService interface {
 	Service
 	Collector() prometheus.Collector
+}
+
+// AdmitOnly is the Admit of a service that takes the clients that asked
+// for serves and refuses the rest, saying what it serves.
+func AdmitOnly(serves, asked string) error {
+	if asked != serves {
+		return fmt.Errorf("this node serves %s, not %q", serves, asked)
+	}
+	return nil
 }

@@ -177,12 +177,7 @@ func (r *Replica) Stats() prism.PoolStats {
 func (r *Replica) Name() string { return Name }
 
 // Admit implements memnode.Service: the clients of the block store.
-func (r *Replica) Admit(service string) error {
-	if service != Name {
-		return fmt.Errorf("this node serves %s, not %q", Name, service)
-	}
-	return nil
-}
+func (r *Replica) Admit(service string) error { return memnode.AdmitOnly(Name, service) }
 
 // Describe implements memnode.Service: the volume travels by RPC.
 func (r *Replica) Describe(*memnode.Info) {}

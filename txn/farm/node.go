@@ -182,12 +182,7 @@ func Service(cfg NodeConfig, made func(*Node)) memnode.NewServiceFunc {
 func (n *Node) Name() string { return Name }
 
 // Admit implements memnode.Service: FaRM clients and nodes.
-func (n *Node) Admit(service string) error {
-	if service != Name {
-		return fmt.Errorf("this node serves %s, not %q", Name, service)
-	}
-	return nil
-}
+func (n *Node) Admit(service string) error { return memnode.AdmitOnly(Name, service) }
 
 // Describe implements memnode.Service: clients learn the regions by
 // MethodOpen.

@@ -284,12 +284,7 @@ func (n *Node) restock() {
 func (n *Node) Name() string { return Name }
 
 // Admit implements memnode.Service: PRISM-TX clients only.
-func (n *Node) Admit(service string) error {
-	if service != Name {
-		return fmt.Errorf("this node serves %s, not %q", Name, service)
-	}
-	return nil
-}
+func (n *Node) Admit(service string) error { return memnode.AdmitOnly(Name, service) }
 
 // Describe implements memnode.Service: the layout travels by RPC.
 func (n *Node) Describe(*memnode.Info) {}
