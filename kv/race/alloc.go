@@ -44,26 +44,56 @@ func (c *Client) allocBlock(ctx context.Context, n int) (uint64, error) {
 	}
 	size := uint64(units * blockUnit)
 	for c.chunk+size > c.end {
-		// One refill at a time: callers that found the chunk spent
-		// together each took a chunk of their own and replaced the
-		// others', which were lost to the node until the client closed
-		// (a node sized for its keys ran out of memory under load).
 		c.amu.Unlock()
-		c.refill.Lock()
-		c.amu.Lock()
-		if c.chunk+size <= c.end {
-			c.refill.Unlock() // another caller refilled meanwhile
-			break
+		if err := c.refillChunk(ctx, size); err != nil {
+			return 0, err
 		}
-		c.amu.Unlock()
+		c.amu.Lock()
+	}
+	a := c.chunk
+	c.chunk += size
+	c.amu.Unlock()
+	return a, nil
+}
+
+// refillTimeout bounds a chunk refill's RPC, which runs to its end
+// whatever its caller's context does (refillChunk).
+const refillTimeout = 10 * time.Second
+
+// refillChunk gives the client a new chunk of at least size bytes unless
+// another caller did meanwhile. One refill runs at a time: callers that
+// found the chunk spent together each took a chunk and replaced the
+// others', which were lost to the node until the client closed (a node
+// sized for its keys ran out of memory under load). The RPC runs on a
+// goroutine of its own, to its end: a caller whose context ends returns
+// at once, and the chunk the node handed out is kept all the same (bound
+// to the caller's context, a cancelled alloc lost a chunk the node had
+// already given).
+func (c *Client) refillChunk(ctx context.Context, size uint64) error {
+	select {
+	case c.refill <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	c.amu.Lock()
+	done := c.chunk+size <= c.end
+	c.amu.Unlock()
+	if done {
+		<-c.refill
+		return nil
+	}
+	res := make(chan error, 1)
+	go func() {
+		defer func() { <-c.refill }()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refillTimeout)
+		defer cancel()
 		var req [4]byte
 		var resp [8]byte
 		binary.LittleEndian.PutUint32(req[:], uint32(max(chunkSize, size)))
 		c.rpcs.Add(1)
-		_, err := c.rpc.Call(ctx, methodAlloc, req[:], resp[:])
-		if err != nil {
-			c.refill.Unlock()
-			return 0, c.mapErr(err)
+		if _, err := c.rpc.Call(rctx, methodAlloc, req[:], resp[:]); err != nil {
+			res <- c.mapErr(err)
+			return
 		}
 		c.amu.Lock()
 		if rest := c.end - c.chunk; c.end > c.chunk && rest >= blockUnit {
@@ -72,12 +102,15 @@ func (c *Client) allocBlock(ctx context.Context, n int) (uint64, error) {
 		}
 		c.chunk = binary.LittleEndian.Uint64(resp[:])
 		c.end = c.chunk + uint64(max(chunkSize, size))
-		c.refill.Unlock()
+		c.amu.Unlock()
+		res <- nil
+	}()
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	a := c.chunk
-	c.chunk += size
-	c.amu.Unlock()
-	return a, nil
 }
 
 // freeBlock returns a block to the client's free lists, after the grace

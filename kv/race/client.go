@@ -91,7 +91,7 @@ type Client struct {
 	dirMR verbs.MR
 
 	amu    sync.Mutex
-	refill sync.Mutex // one chunk refill at a time (allocBlock)
+	refill chan struct{} // one chunk refill at a time (refillChunk): capacity 1
 	chunk  uint64
 	end    uint64
 	free   map[int][]uint64
@@ -140,7 +140,7 @@ func NewClient(ctx context.Context, pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg C
 		}
 		cfg.Slots = len(cfg.SlotConns) - 1
 	}
-	c := &Client{cfg: cfg, id: rand.Uint64() | 1, free: map[int][]uint64{}, seen: map[uint64]sighting{}}
+	c := &Client{cfg: cfg, id: rand.Uint64() | 1, free: map[int][]uint64{}, refill: make(chan struct{}, 1), seen: map[uint64]sighting{}}
 	if cfg.Backoff != nil {
 		c.bo = smart.NewBackoff(*cfg.Backoff)
 	}

@@ -184,3 +184,33 @@ func TestConcurrentRefillsTakeOneChunk(t *testing.T) {
 		t.Fatalf("%d chunks handed out for %d writers' values that fill %d", chunks, writers, need)
 	}
 }
+
+// TestCancelledRefills: writers whose contexts end while they refill the
+// chunk (the node's alloc RPC under way) leave the refill free: a writer
+// with a live context then puts at once, and the chunks handed out stay
+// bounded by what was written.
+func TestCancelledRefills(t *testing.T) {
+	_, srv, cs := node(t, "loop", race.Config{Depth: 4}, 1, nil)
+	c := cs[0]
+	v := make([]byte, 960)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 200 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%5)*time.Microsecond)
+				_ = c.Put(ctx, []byte(fmt.Sprintf("w%d-%d", w, i)), v) // cancelled or not: either is fine
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Put(ctx, []byte("after"), v); err != nil {
+		t.Fatalf("a put after the cancelled refills: %v", err)
+	}
+	subtables := (16 + c.Splits()) * race.SubtableSize
+	if chunks, most := (srv.Used()-subtables)/race.ChunkSize, uint64(16*200*1024/race.ChunkSize+2); chunks > most {
+		t.Fatalf("%d chunks handed out, at most %d could be needed", chunks, most)
+	}
+}
