@@ -222,3 +222,48 @@ func TestTxnExperimentCanceled(t *testing.T) {
 		}
 	}
 }
+
+// hostileNode listens on loopback and, for every connection, writes
+// reply (nothing: it never answers) and never reads; it returns its
+// address.
+func hostileNode(t *testing.T, reply []byte) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			if reply != nil {
+				c.Write(reply)
+			}
+		}
+	}()
+	return l.Addr().String()
+}
+
+// TestTxnBenchHostileNodes: a "node" that accepts and never answers, and
+// one that answers garbage, fail `txn bench` within its --timeout with a
+// reason, for both protocols; nothing hangs or panics.
+func TestTxnBenchHostileNodes(t *testing.T) {
+	for _, proto := range []string{"farm", "prism-tx"} {
+		for name, reply := range map[string][]byte{"silent": nil, "garbage": bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 64)} {
+			nodes := strings.Join([]string{hostileNode(t, reply), hostileNode(t, reply), hostileNode(t, reply)}, ",")
+			var out, errs bytes.Buffer
+			start := time.Now()
+			code := run(context.Background(), []string{"txn", "bench", "--protocol", proto, "--nodes", nodes, "--load",
+				"--timeout", "500ms", "--duration", "10ms", "--records", "100"}, &out, &errs)
+			if took := time.Since(start); code == 0 || strings.Contains(errs.String(), "--") || took > 15*time.Second {
+				t.Errorf("%s, %s node: exit %d after %v, %q", proto, name, code, took, errs.String())
+			} else {
+				t.Logf("%s, %s node: %s", proto, name, strings.TrimSpace(errs.String()))
+			}
+		}
+	}
+}
