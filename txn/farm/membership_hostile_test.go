@@ -34,7 +34,9 @@ func TestMembershipHostilePeers(t *testing.T) {
 	hello := func(from uint32) []byte {
 		return binary.LittleEndian.AppendUint32(append([]byte{byte(len(token))}, token...), from)
 	}
-	frame := func(size uint32, body []byte) []byte { return append(binary.LittleEndian.AppendUint32(nil, size), body...) }
+	frame := func(size uint32, body []byte) []byte {
+		return append(binary.LittleEndian.AppendUint32(nil, size), body...)
+	}
 	hostile := map[string][]byte{
 		"garbage":           []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
 		"wrong token":       binary.LittleEndian.AppendUint32([]byte{3, 'b', 'a', 'd'}, 1),
