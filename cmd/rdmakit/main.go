@@ -60,9 +60,12 @@ func dumpQPsOnSignal(sig os.Signal) {
 // run executes the command line and returns the exit code; errors are
 // printed to stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root := newRootCmd(stdout, stderr)
+	var prof profiling
+	root := newRootCmd(stdout, stderr, &prof)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	prof.stop()
+	if err != nil {
 		fmt.Fprintln(stderr, "rdmakit:", err)
 		return 1
 	}

@@ -15,8 +15,9 @@ import (
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
-// newRootCmd builds the command tree writing to stdout and stderr.
-func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+// newRootCmd builds the command tree writing to stdout and stderr; prof
+// receives its --cpuprofile (run stops it when the command returns).
+func newRootCmd(stdout, stderr io.Writer, prof *profiling) *cobra.Command {
 	var level string
 	root := &cobra.Command{
 		Use:           "rdmakit",
@@ -29,12 +30,13 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 				return fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: l})))
-			return nil
+			return prof.start()
 		},
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&level, "log-level", "warn", "log level: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&prof.path, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof reads it)")
 	root.AddCommand(newDemoCmd(), newNodeCmd(), newKVCmd(), newRSCmd(), newTxnCmd(), newPerfCmd(), newBenchCmd(), newVersionCmd())
 	return root
 }

@@ -1,11 +1,15 @@
 package shm_test
 
 import (
+	"bytes"
+	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/nic"
 	"github.com/rdmakit/rdmakit/transport/shm"
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -105,5 +109,71 @@ func TestAnswerBeforeTracking(t *testing.T) {
 	}
 	if n := deaths(); n > 0 {
 		t.Fatalf("the link died in %d polls that found an answer at publish time", n)
+	}
+}
+
+// TestAnswerAfterEmptyLook: a poller that found nothing in flight and is
+// preempted before it looks at the response ring may find there the
+// answer to a request appended meanwhile; that is not an answer to no
+// request (it took PRISM-TX's client link to a node down under 32
+// clients: every later transaction failed).
+func TestAnswerAfterEmptyLook(t *testing.T) {
+	a, b := mustEndpoint(t, 4096), mustEndpoint(t, 4096)
+	connectPair(t, a, b)
+	posted := make(chan error, 1)
+	undo := shm.AnswerWhileLookingEmpty(func() {
+		posted <- a.qp.PostSend([]verbs.SendWR{{ID: 2, Opcode: verbs.OpRead, Flags: verbs.FlagSignaled}})
+	})
+	defer undo()
+	// 0-byte READs always travel the ring and are always answered.
+	wc, err := postWait(a.qp, a.cq, verbs.SendWR{ID: 1, Opcode: verbs.OpRead})
+	if err != nil || wc.Status != verbs.StatusSuccess || wc.ID != 1 {
+		t.Fatalf("first READ: %+v %v", wc, err)
+	}
+	if err := <-posted; err != nil {
+		t.Fatalf("second READ, posted while the poller looked away: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make([]verbs.WC, 1)
+	for {
+		n, err := verbs.PollWait(ctx, a.cq, got, verbs.PollAdaptive)
+		if err != nil {
+			t.Fatalf("second READ: %v", err)
+		}
+		if n == 1 {
+			break
+		}
+	}
+	if got[0].Status != verbs.StatusSuccess || got[0].ID != 2 {
+		t.Fatalf("second READ completed %+v, want ID 2 SUCCESS (the link died?)", got[0])
+	}
+	if wc, err := postWait(a.qp, a.cq, verbs.SendWR{ID: 3, Opcode: verbs.OpRead}); err != nil || wc.Status != verbs.StatusSuccess {
+		t.Fatalf("a READ after: %+v %v", wc, err)
+	}
+}
+
+// TestDumpAfterLinkFailed: nic.DumpQPs (what `kill -USR1` prints) shows
+// a QP whose link failed and unmapped its rings without touching them
+// (it faulted on the unmapped ring while a prism-tx client was dumped).
+func TestDumpAfterLinkFailed(t *testing.T) {
+	a, b := mustEndpoint(t, 4096), mustEndpoint(t, 4096)
+	connectPair(t, a, b)
+	if wc, err := postWait(a.qp, a.cq, verbs.SendWR{Opcode: verbs.OpRead}); err != nil || wc.Status != verbs.StatusSuccess {
+		t.Fatalf("READ: %+v %v", wc, err)
+	}
+	b.dev.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var buf bytes.Buffer
+		nic.DumpQPs(&buf)
+		if strings.Contains(buf.String(), "), closed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no QP with a closed link in the dump after its peer closed:\n%s", buf.String())
+		}
+		// A request makes the link notice its peer is gone.
+		postWait(a.qp, a.cq, verbs.SendWR{Opcode: verbs.OpRead})
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -148,3 +148,23 @@ func PollEachAnswerAtPublish() (deaths func() int, undo func()) {
 	}
 	return func() int { return int(dead.Load()) }, func() { afterPublish = nil }
 }
+
+// AnswerWhileLookingEmpty makes the first poll that finds nothing in
+// flight call post (which posts a request) on another goroutine and wait
+// (up to a second) until the request's answer is in the response ring
+// before it goes on: a poller preempted right after it found the queue
+// empty. It returns the undo.
+func AnswerWhileLookingEmpty(post func()) (undo func()) {
+	var armed atomic.Bool
+	armed.Store(true)
+	afterEmptyLook = func(l *link) {
+		if !armed.CompareAndSwap(true, false) {
+			return
+		}
+		go post()
+		for deadline := time.Now().Add(time.Second); !l.rings.resp.Pending() && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Microsecond)
+		}
+	}
+	return func() { afterEmptyLook = nil }
+}

@@ -52,7 +52,10 @@ type link struct {
 	resp     nic.Response
 	inflight inflightQueue
 	ackedTo  atomic.Uint64 // ring position up to which requests are completed
-	tracking atomic.Bool   // Append found the in-flight queue full
+	// ringsGone: fail unmapped the rings (set under use, which readers
+	// outside the hot path hold).
+	ringsGone bool
+	tracking  atomic.Bool // Append found the in-flight queue full
 
 	recvd   atomic.Uint64 // response batches taken: progress, for Progressed
 	pmuSeen sync.Mutex    // guards seen, seenAt and the grace (Progressed's slow path)
@@ -82,6 +85,11 @@ var _ nic.DirectLink = (*link)(nil)
 // afterPublish, when set (by a test, before any link exists), runs in
 // Append right after a request is published on the ring.
 var afterPublish func(*link)
+
+// afterEmptyLook, when set (by a test, before any link exists), runs in
+// a poll that found nothing in flight, before it looks at the response
+// ring.
+var afterEmptyLook func(*link)
 
 // Address implements nic.Link.
 func (l *link) Address() string { return l.address }
@@ -225,10 +233,24 @@ func (l *link) pollOnce() bool {
 	for n < pollBudget {
 		e := l.inflight.front()
 		if e == nil {
-			if l.rings.resp.Pending() {
-				go l.fail(fmt.Errorf("%w: an answer to no request", ErrProtocol))
+			if h := afterEmptyLook; h != nil {
+				h(l)
 			}
-			break
+			// An answer with nothing in flight is a lie only if it was
+			// there before we looked at the queue: a request appended
+			// (and tracked before it was published) after front found
+			// the queue empty can be answered before Pending is read —
+			// a poller preempted between the two took prism-tx's link
+			// down that way. So look at the ring first, then at the
+			// queue again.
+			if l.rings.resp.Pending() && l.inflight.front() == nil {
+				go l.fail(fmt.Errorf("%w: an answer to no request", ErrProtocol))
+				break
+			}
+			if l.inflight.front() == nil {
+				break
+			}
+			continue
 		}
 		msg, err := l.rings.resp.Peek()
 		if err == nil {
@@ -556,6 +578,7 @@ func (l *link) fail(err error) {
 		l.use.Lock()
 		l.pmu.Lock()
 		l.d.drainMu.Lock()
+		l.ringsGone = true
 		l.rings.seg.Close()
 		l.peerSeg.close()
 		l.peerDep.close()
@@ -565,6 +588,10 @@ func (l *link) fail(err error) {
 	})
 }
 
+// closedRings reports whether the link has no rings to look at: never
+// connected, or unmapped by fail. The caller holds use.
+func (l *link) closedRings() bool { return l.conn == nil || l.ringsGone }
+
 // DebugState describes the link for nic.DumpQPs: its response batches,
 // when Progressed last saw them move, what is in flight and whether an
 // answer waits.
@@ -572,6 +599,15 @@ func (l *link) DebugState() string {
 	l.pmuSeen.Lock()
 	seen, at := l.seen, l.seenAt
 	l.pmuSeen.Unlock()
+	// The rings stay mapped while use is held; a closed link's are gone.
+	// The dump holds the QP's lock: never wait for use under it.
+	if !l.use.TryRLock() {
+		return fmt.Sprintf("recvd %d (seen %d, %v ago), rings busy (being closed?)", l.recvd.Load(), seen, time.Since(at).Round(time.Millisecond))
+	}
+	defer l.use.RUnlock()
+	if l.closedRings() {
+		return fmt.Sprintf("recvd %d (seen %d, %v ago), closed", l.recvd.Load(), seen, time.Since(at).Round(time.Millisecond))
+	}
 	return fmt.Sprintf("recvd %d (seen %d, %v ago), in flight %d, acked to %d, released %d, answer waiting %v, ready %v, dead %v",
 		l.recvd.Load(), seen, time.Since(at).Round(time.Millisecond), l.inflight.tail.Load()-l.inflight.head.Load(),
 		l.ackedTo.Load(), l.rings.req.Released(), l.rings.resp.Pending(), l.ready(), l.dead.Load())
