@@ -17,7 +17,7 @@ import (
 func init() {
 	bench.Register(bench.Experiment{
 		Name: "txn-peers",
-		Description: "SmallBank and TATP on FaRM and PRISM-TX next to PostgreSQL 15 SERIALIZABLE, 8 and 32 clients: throughput, p50, p99, " +
+		Description: "SmallBank and TATP on FaRM and PRISM-TX (over tcp and shm) next to PostgreSQL 15 SERIALIZABLE, 8 and 32 clients: throughput, p50, p99, " +
 			"aborts, round trips and node CPU per transaction; serializability and SmallBank's money checked",
 		Run: func(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 			return runPeers(ctx, env, peerSystems)
@@ -39,8 +39,10 @@ const pgName = "PostgreSQL"
 // peerSystems are what txn-peers compares, in the order of its rows.
 var peerSystems = []system{
 	{name: pgName, start: startPostgres},
-	{name: "FaRM", start: startFaRM},
-	{name: "PRISM-TX", start: startPRISMTX},
+	{name: "FaRM", start: farmOn(overTCP)},
+	{name: "PRISM-TX", start: prismTXOn(overTCP)},
+	{name: "FaRM", start: farmOn(overSHM)},
+	{name: "PRISM-TX", start: prismTXOn(overSHM)},
 }
 
 // The sweep.
@@ -119,7 +121,11 @@ func runPeers(ctx context.Context, env *bench.Env, systems []system) (*bench.Res
 			if err := l.money(ctx, l.runs...); err != nil {
 				return nil, fmt.Errorf("%s, %s: money: %w", rs.sys.name, wl, err)
 			}
-			checked = append(checked, rs.sys.name)
+			name := rs.sys.name
+			if rs.dep.pg == nil {
+				name += " over " + rs.dep.transport
+			}
+			checked = append(checked, name)
 		}
 	}
 	r := &bench.Result{Name: "txn-peers", Title: "SmallBank and TATP: rdmakit's transaction protocols next to PostgreSQL SERIALIZABLE", Columns: peerColumns}
@@ -127,7 +133,7 @@ func runPeers(ctx context.Context, env *bench.Env, systems []system) (*bench.Res
 	if len(r.Rows) > 0 {
 		for _, wl := range peerWorkloads {
 			r.Plots = append(r.Plots, bench.Plot{Title: wl + ": committed throughput", X: "clients", Y: "rate",
-				Series: []string{"system"}, Where: map[string]string{"workload": wl}, LogY: true})
+				Series: []string{"system", "transport"}, Where: map[string]string{"workload": wl}, LogY: true})
 		}
 	}
 	r.Notes = append(append(u.skipped, notes...), u.notes(ctx, pointTime, rounds, checked)...)
@@ -222,7 +228,7 @@ func (u *peerRun) notes(ctx context.Context, pointTime time.Duration, rounds int
 			"Every system runs the same operations (workload.SmallBankOp, workload.TATPOp): rdmakit's protocols through txn.Run, PostgreSQL in SQL. "+
 			"Each point runs %v, %d round(s); every figure is the median of the rounds, spread is (max−min)/median of the rate.",
 			u.sb.NumAccounts(), u.sb.NumHot(), u.tatp.NumSubscribers(), pointTime, rounds),
-		fmt.Sprintf("FaRM and PRISM-TX: %d `rdmakit txn serve` memory nodes, each its own process, over tcp on loopback; one client (a txn.DB shared by the client goroutines) in the experiment's process. FaRM keeps each shard on a primary and one backup, PRISM-TX one copy per shard.", nodes),
+		fmt.Sprintf("FaRM and PRISM-TX: %d `rdmakit txn serve` memory nodes, each its own process, over tcp on loopback (the soft NIC as between hosts: every one-sided operation a frame the node's process executes) and over shm (this host's shared memory, as PostgreSQL's clients share its host: READs, WRITEs and atomics done by the client on the node's mapped memory, PRISM's extended operations by the node's process); one client (a txn.DB shared by the client goroutines) in the experiment's process. FaRM keeps each shard on a primary and one backup, PRISM-TX one copy per shard.", nodes),
 		"rate counts committed transactions (rejections by the transaction's own logic, as SmallBank's payment without the funds, are not); p50 and p99 time committed transactions from their first attempt to their commit, retries included; aborts is aborted attempts (PostgreSQL: serialization failures and deadlocks) per committed transaction.",
 		"trips is round trips per committed transaction as the protocol's client counts them (see txn-ycsbt's notes); PostgreSQL's are not counted (n/a): each statement, BEGIN and COMMIT is one round trip on its socket.",
 		"node_cpu is the servers' processes' utime+stime (/proc/PID/stat, 10 ms ticks: the memory nodes; PostgreSQL's postmaster, background processes and backends) over the point divided by its committed transactions.",
@@ -236,17 +242,25 @@ func (u *peerRun) notes(ctx context.Context, pointTime time.Duration, rounds int
 		var parts []string
 		for _, wl := range peerWorkloads {
 			ref := medians(pg.samples[peerPoint(wl, top)]).rate
-			best, bestName := 0.0, ""
+			var transports []string // of the rdmakit systems, in row order
 			for _, rs := range u.sys {
-				if rs == pg {
-					continue
-				}
-				if r := medians(rs.samples[peerPoint(wl, top)]).rate; r > best {
-					best, bestName = r, rs.sys.name
+				if rs != pg && !slices.Contains(transports, rs.dep.transport) {
+					transports = append(transports, rs.dep.transport)
 				}
 			}
-			if bestName != "" && ref > 0 {
-				parts = append(parts, fmt.Sprintf("%s: %s %.2f× PostgreSQL", wl, bestName, best/ref))
+			for _, tr := range transports {
+				best, bestName := 0.0, ""
+				for _, rs := range u.sys {
+					if rs == pg || rs.dep.transport != tr {
+						continue
+					}
+					if r := medians(rs.samples[peerPoint(wl, top)]).rate; r > best {
+						best, bestName = r, rs.sys.name
+					}
+				}
+				if bestName != "" && ref > 0 {
+					parts = append(parts, fmt.Sprintf("%s over %s: %s %.2f× PostgreSQL", wl, tr, bestName, best/ref))
+				}
 			}
 		}
 		if len(parts) > 0 {

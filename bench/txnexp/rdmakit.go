@@ -3,7 +3,9 @@ package txnexp
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/rdmakit/rdmakit/bench"
 	"github.com/rdmakit/rdmakit/txn"
@@ -16,34 +18,58 @@ import (
 // sharded over them.
 const nodes = 3
 
-// nodeDevice is the tcp device of the memory nodes: the soft NIC parks
-// instead of polling when idle (spin=0s), as the block store's replicas
-// do, so a node's CPU per transaction is the work the transaction made it
-// do.
-const nodeDevice = "tcp://127.0.0.1:0?spin=0s"
+// The transports the memory nodes and their client use: tcp (the soft
+// NIC over loopback sockets, as between hosts) and shm (one host's shared
+// memory: READ, WRITE and the atomics run in the client's process). Their
+// NIC goroutines park instead of polling when idle (spin=0s), as the
+// block store's replicas do, so a node's CPU per transaction is the work
+// the transaction made it do.
+const (
+	overTCP = "tcp"
+	overSHM = "shm"
+)
 
-// clientDevice is the device of a system's client; the nodes' token goes
-// in its query (the nodes' devices present it when they connect back).
-const clientDevice = "tcp://127.0.0.1:0?spin=0s&token="
+// shmSeq numbers the shm devices of the experiments' nodes and clients.
+var shmSeq atomic.Int64
+
+// devices returns the verbs device URIs of a deployment's nodes (one per
+// node) and of its client, over transport. The nodes' token goes in the
+// client's tcp device (the nodes' devices present it when they connect
+// back); shm devices meet over abstract Unix sockets of this host.
+func devices(transport, token string) (node []string, client string) {
+	if transport == overSHM {
+		base := fmt.Sprintf("shm://rdmakit-txn-%d-%d", os.Getpid(), shmSeq.Add(1))
+		for i := range nodes {
+			node = append(node, fmt.Sprintf("%s-node%d?spin=0s", base, i))
+		}
+		return node, base + "-client?spin=0s"
+	}
+	for range nodes {
+		node = append(node, "tcp://127.0.0.1:0?spin=0s")
+	}
+	return node, "tcp://127.0.0.1:0?spin=0s&token=" + token
+}
 
 // startNodes starts `rdmakit txn serve --protocol protocol` nodes times,
-// each its own process, with one random token and the extra flags.
-func startNodes(ctx context.Context, env *bench.Env, protocol string, extra ...string) ([]*bench.Server, string, error) {
+// each its own process on transport, with one random token and the extra
+// flags; it returns them, the token and the client's device URI.
+func startNodes(ctx context.Context, env *bench.Env, protocol, transport string, extra ...string) ([]*bench.Server, string, string, error) {
 	tok, err := bench.NewToken()
 	if err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
+	nodeDevs, clientDev := devices(transport, tok)
 	var servers []*bench.Server
-	for range nodes {
-		args := append([]string{"txn", "serve", "--protocol", protocol, "--listen", "127.0.0.1:0", "--device", nodeDevice, "--metrics", ""}, extra...)
+	for _, dev := range nodeDevs {
+		args := append([]string{"txn", "serve", "--protocol", protocol, "--listen", "127.0.0.1:0", "--device", dev, "--metrics", ""}, extra...)
 		s, err := bench.StartServer(ctx, env, tok, args...)
 		if err != nil {
 			stopServers(servers)
-			return nil, "", err
+			return nil, "", "", err
 		}
 		servers = append(servers, s)
 	}
-	return servers, tok, nil
+	return servers, tok, clientDev, nil
 }
 
 func stopServers(ss []*bench.Server) {
@@ -78,10 +104,11 @@ func perShard(size dbSize) int {
 	return n
 }
 
-// deploy wraps started nodes and a client into a deployment.
-func deploy(ss []*bench.Server, dev verbs.Device, db txn.DB, counters func() (uint64, uint64)) *deployment {
+// deploy wraps started nodes and a client over transport into a
+// deployment.
+func deploy(transport string, ss []*bench.Server, dev verbs.Device, db txn.DB, counters func() (uint64, uint64)) *deployment {
 	return &deployment{
-		transport: "tcp",
+		transport: transport,
 		pids:      func() []int { return pids(ss) },
 		db:        db,
 		counters:  counters,
@@ -93,48 +120,53 @@ func deploy(ss []*bench.Server, dev verbs.Device, db txn.DB, counters func() (ui
 	}
 }
 
-// startFaRM deploys FaRM: three nodes, each shard with one backup, the
-// database created by the client, laid out for size.
-func startFaRM(ctx context.Context, env *bench.Env, size dbSize) (*deployment, error) {
-	ss, tok, err := startNodes(ctx, env, "farm")
-	if err != nil {
-		return nil, err
+// farmOn deploys FaRM over transport: three nodes, each shard with one
+// backup, the database created by the client, laid out for size.
+func farmOn(transport string) func(context.Context, *bench.Env, dbSize) (*deployment, error) {
+	return func(ctx context.Context, env *bench.Env, size dbSize) (*deployment, error) {
+		ss, tok, clientDev, err := startNodes(ctx, env, "farm", transport)
+		if err != nil {
+			return nil, err
+		}
+		dev, err := verbs.Open(clientDev)
+		if err != nil {
+			stopServers(ss)
+			return nil, err
+		}
+		db, err := farm.Create(ctx, farm.Config{Dev: dev, Nodes: addrs(ss), Token: tok},
+			farm.Layout{F: 1, Buckets: perShard(size), ValueSize: size.valueSize})
+		if err != nil {
+			dev.Close()
+			stopServers(ss)
+			return nil, fmt.Errorf("FaRM: create the database: %w", err)
+		}
+		return deploy(transport, ss, dev, db, func() (uint64, uint64) { s := db.Stats(); return s.Commits, s.RoundTrips() }), nil
 	}
-	dev, err := verbs.Open(clientDevice + tok)
-	if err != nil {
-		stopServers(ss)
-		return nil, err
-	}
-	db, err := farm.Create(ctx, farm.Config{Dev: dev, Nodes: addrs(ss), Token: tok},
-		farm.Layout{F: 1, Buckets: perShard(size), ValueSize: size.valueSize})
-	if err != nil {
-		dev.Close()
-		stopServers(ss)
-		return nil, fmt.Errorf("FaRM: create the database: %w", err)
-	}
-	return deploy(ss, dev, db, func() (uint64, uint64) { s := db.Stats(); return s.Commits, s.RoundTrips() }), nil
 }
 
-// startPRISMTX deploys PRISM-TX: three nodes with slots for size.
-func startPRISMTX(ctx context.Context, env *bench.Env, size dbSize) (*deployment, error) {
-	slots := perShard(size)
-	// Versions: every record's live one, as many replaced ones waiting
-	// to be recycled, in size classes up to twice their bytes.
-	mem := max(64<<20, 4*slots*(64+size.valueSize))
-	ss, tok, err := startNodes(ctx, env, "prism-tx", "--slots", strconv.Itoa(slots), "--memory", strconv.Itoa(mem))
-	if err != nil {
-		return nil, err
+// prismTXOn deploys PRISM-TX over transport: three nodes with slots for
+// size.
+func prismTXOn(transport string) func(context.Context, *bench.Env, dbSize) (*deployment, error) {
+	return func(ctx context.Context, env *bench.Env, size dbSize) (*deployment, error) {
+		slots := perShard(size)
+		// Versions: every record's live one, as many replaced ones
+		// waiting to be recycled, in size classes up to twice their bytes.
+		mem := max(64<<20, 4*slots*(64+size.valueSize))
+		ss, tok, clientDev, err := startNodes(ctx, env, "prism-tx", transport, "--slots", strconv.Itoa(slots), "--memory", strconv.Itoa(mem))
+		if err != nil {
+			return nil, err
+		}
+		dev, err := verbs.Open(clientDev)
+		if err != nil {
+			stopServers(ss)
+			return nil, err
+		}
+		db, err := prismtx.Dial(ctx, prismtx.Config{Dev: dev, Nodes: addrs(ss), Token: tok})
+		if err != nil {
+			dev.Close()
+			stopServers(ss)
+			return nil, fmt.Errorf("PRISM-TX: connect: %w", err)
+		}
+		return deploy(transport, ss, dev, db, func() (uint64, uint64) { s := db.Stats(); return s.Commits, s.RoundTrips }), nil
 	}
-	dev, err := verbs.Open(clientDevice + tok)
-	if err != nil {
-		stopServers(ss)
-		return nil, err
-	}
-	db, err := prismtx.Dial(ctx, prismtx.Config{Dev: dev, Nodes: addrs(ss), Token: tok})
-	if err != nil {
-		dev.Close()
-		stopServers(ss)
-		return nil, fmt.Errorf("PRISM-TX: connect: %w", err)
-	}
-	return deploy(ss, dev, db, func() (uint64, uint64) { s := db.Stats(); return s.Commits, s.RoundTrips }), nil
 }

@@ -181,7 +181,7 @@ func TestPeersQuick(t *testing.T) {
 		}
 	}
 	notes := strings.Join(r.Notes, "\n")
-	for _, want := range []string{"held at the end on: PostgreSQL, MemDB", "The better rdmakit protocol at 32 clients", "PostgreSQL 15"} {
+	for _, want := range []string{"held at the end on: PostgreSQL, MemDB over memory", "The better rdmakit protocol at 32 clients", "PostgreSQL 15"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes lack %q: %s", want, notes)
 		}

@@ -34,8 +34,8 @@ var ycsbtColumns = []bench.Column{
 // ycsbtSystems are what txn-ycsbt compares, FaRM first: the ratios are
 // against it.
 var ycsbtSystems = []system{
-	{name: "FaRM", start: startFaRM},
-	{name: "PRISM-TX", start: startPRISMTX},
+	{name: "FaRM", start: farmOn(overTCP)},
+	{name: "PRISM-TX", start: prismTXOn(overTCP)},
 }
 
 // The sweep and the run's shape.

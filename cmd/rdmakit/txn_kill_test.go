@@ -24,8 +24,15 @@ import (
 
 // killsEnv sets how many clients TestTxnKilledClients kills per protocol
 // (default 3; the acceptance run takes 50: RDMAKIT_TXN_KILLS=50, about
-// two minutes per protocol).
+// half a minute per protocol on an idle machine).
 const killsEnv = "RDMAKIT_TXN_KILLS"
+
+// commitsEnv sets how many transactions TestTxnKilledClients's survivor
+// commits at least before the run ends: after the kills it goes on until
+// it has (default 0; the acceptance run takes 50,000 — with the loading,
+// the victims' and the probes' transactions, the history checked is
+// larger still).
+const commitsEnv = "RDMAKIT_TXN_KILL_COMMITS"
 
 // The bank of TestTxnKilledClients: the survivors' customers first, then
 // victimCustomers of its own for each killed client.
@@ -35,7 +42,7 @@ const (
 	survivorThreads   = 4
 	// probeLimit bounds how long after a kill a write of the keys the
 	// victim was committing may take: the protocols' leases (FaRM 500
-	// ms, PRISM-TX 1 s) plus recovery's round trips and the machine's
+	// ms, PRISM-TX 800 ms) plus recovery's round trips and the machine's
 	// noise.
 	probeLimit = 2500 * time.Millisecond
 )
@@ -45,11 +52,12 @@ type clientProc struct {
 	cmd  *exec.Cmd
 	done chan struct{} // its output ended
 
-	mu    sync.Mutex
-	lines []txnClientLine
-	dones int
-	last  time.Time     // of the last outcome
-	gap   time.Duration // the longest time between two outcomes
+	mu      sync.Mutex
+	lines   []txnClientLine
+	dones   int           // outcomes: committed, rejected by their own logic, failed
+	commits int           // committed
+	last    time.Time     // of the last outcome
+	gap     time.Duration // the longest time between two outcomes
 	// killAfter > 0 arms the kill: at the first commit line after
 	// killAfter outcomes, the process is killed (-9) after a random
 	// pause of up to killJitter (about a commit's time on a loaded
@@ -91,6 +99,9 @@ func (c *clientProc) read(out interface{ Read([]byte) (int, error) }) {
 		}
 		c.mu.Lock()
 		c.lines = append(c.lines, l)
+		if l.Done {
+			c.commits++
+		}
 		if l.Done || l.Rejected || l.Err != "" {
 			c.dones++
 			now := time.Now()
@@ -120,6 +131,15 @@ func spin(d time.Duration) {
 	}
 }
 
+// commitCount is how many transactions the client reported committed.
+func (c *clientProc) commitCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.commits
+}
+
+// committed is how many operations the client finished (committed,
+// rejected or failed).
 func (c *clientProc) committed() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -198,12 +218,20 @@ func TestTxnKilledClients(t *testing.T) {
 		}
 		kills = n
 	}
+	minCommits := 0
+	if v := os.Getenv(commitsEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			t.Fatalf("%s=%q: want a number", commitsEnv, v)
+		}
+		minCommits = n
+	}
 	for _, p := range []string{protoFarm, protoPrismTX} {
-		t.Run(p, func(t *testing.T) { killClients(t, p, kills) })
+		t.Run(p, func(t *testing.T) { killClients(t, p, kills, minCommits) })
 	}
 }
 
-func killClients(t *testing.T, protocol string, kills int) {
+func killClients(t *testing.T, protocol string, kills, minCommits int) {
 	ctx := t.Context()
 	env := &bench.Env{Options: bench.Options{Command: selfCommand}}
 	tok, err := bench.NewToken()
@@ -296,6 +324,16 @@ func killClients(t *testing.T, protocol string, kills int) {
 				t.Errorf("kill %d (%v after the start): the survivor committed nothing within %v", r, time.Since(start).Round(time.Millisecond), probeLimit)
 				break
 			}
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Minute); surv.commitCount() < minCommits; time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-surv.done:
+			t.Fatalf("the survivor ended after %d of the %d transactions it was to commit", surv.commitCount(), minCommits)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the survivor committed %d of %d transactions in 10 minutes", surv.commitCount(), minCommits)
 		}
 	}
 	surv.cmd.Process.Signal(os.Interrupt)

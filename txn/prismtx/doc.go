@@ -124,8 +124,9 @@
 // A client that stops between prepare and the end of its commit leaves
 // PW = TS > C on its keys: readers fail validation and writers the lock
 // check until TS is resolved. Any client that meets such a PW whose time
-// is older than the lease (Config.Lease, at most 1 s; all clients must
-// use the same) resolves it (resolve.go), as the owner would have:
+// is older than the lease (Config.Lease, 800 ms by default, at most 1 s;
+// all clients must use the same) resolves it (resolve.go), as the owner
+// would have:
 //
 //   - It decides first. Each client id has a decision record ⟨ts,
 //     verdict⟩ on node id mod nodes; the owner writes ⟨TS, commit⟩ and a
