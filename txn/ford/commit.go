@@ -213,7 +213,10 @@ func (t *Tx) writeLog(writes []*rec) error {
 func (t *Tx) writeInPlace(writes, lockedOnly []*rec) (stopped bool, err error) {
 	db, c, a := t.db, t.c, &t.db.arena
 	nodes := len(db.nodes)
-	type copyWR struct{ node int; data, unlock verbs.SendWR }
+	type copyWR struct {
+		node         int
+		data, unlock verbs.SendWR
+	}
 	var copies []copyWR
 	loc := a.images
 	for _, r := range writes {
@@ -361,4 +364,3 @@ func (t *Tx) unlockRec(r *rec, slot int) {
 	}
 	t.unlockCopies(r.shard, slot, all)
 }
-
