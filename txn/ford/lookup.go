@@ -22,6 +22,9 @@ func now() time.Time { return time.Now() }
 // roundErr is the error of a failed round in an operation on key: a
 // Timeout abort for an ended context, else the connection's error.
 func roundErr(err error, key []byte) error {
+	if err == nil {
+		return nil
+	}
 	if errors.Is(err, txn.ErrUnreachable) || errors.Is(err, txn.ErrAborted) {
 		return err
 	}
