@@ -97,7 +97,15 @@ func (t *Tx) commitReadWrite(writes, reads, lockedOnly []*rec) error {
 			return err
 		}
 		if err := t.writeLog(writes); err != nil {
-			return err
+			// The record may have landed: what recovery finds decides.
+			forward, rerr := t.selfRecover()
+			switch {
+			case rerr != nil:
+				return fmt.Errorf("%w: the outcome is unknown (%w)", txn.ErrUnreachable, rerr)
+			case !forward:
+				return err
+			}
+			return t.committedBy(rounds + 1)
 		}
 		rounds++
 		if db.stop(StepLogged) {
@@ -111,20 +119,28 @@ func (t *Tx) commitReadWrite(writes, reads, lockedOnly []*rec) error {
 			return err
 		}
 		// Too little lease left to write in place: recovery's job (ours,
-		// once the lease is over).
-		t.selfRecover()
-	} else {
-		stopped, err := t.writeInPlace(writes, lockedOnly)
-		if stopped {
-			return ErrStopped
+		// once the lease is over); the log rolls it forward.
+		if _, err := t.selfRecover(); err != nil {
+			return fmt.Errorf("%w: the outcome is unknown (%w)", txn.ErrUnreachable, err)
 		}
-		if err != nil {
-			// Some lists may have landed; the log stands: recovery rolls
-			// the transaction forward, and this is its outcome.
-			db.log.Warn("ford: commit writes failed; the log decides", "err", err)
-			t.selfRecover()
+		return t.committedBy(rounds)
+	}
+	stopped, err := t.writeInPlace(writes, lockedOnly)
+	if stopped {
+		return ErrStopped
+	}
+	rounds++
+	if err != nil {
+		if len(writes) == 0 {
+			return err // only unlocks: an abort's release does them
 		}
-		rounds++
+		// Some lists may have landed; the log stands: recovery rolls the
+		// transaction forward, and that is its outcome.
+		db.log.Warn("ford: commit writes failed; the log decides", "err", err)
+		if _, err := t.selfRecover(); err != nil {
+			return fmt.Errorf("%w: the outcome is unknown (%w)", txn.ErrUnreachable, err)
+		}
+		return t.committedBy(rounds)
 	}
 	if db.stop(StepCommitted) {
 		return ErrStopped
@@ -133,10 +149,16 @@ func (t *Tx) commitReadWrite(writes, reads, lockedOnly []*rec) error {
 		a := &db.arena
 		_ = db.iss.post(t.c, []list{{node: t.c.logNode, wrs: []verbs.SendWR{t.c.write(t.c.logNode, t.c.logOff, a.zero, 8)}}})
 	}
-	db.stats.commitRound(rounds)
+	return t.committedBy(rounds)
+}
+
+// committedBy ends a read-write transaction that committed after rounds
+// round trips.
+func (t *Tx) committedBy(rounds uint64) error {
+	t.db.stats.commitRound(rounds)
 	t.committed, t.done = true, true
 	t.trace()
-	db.stats.commits.Add(1)
+	t.db.stats.commits.Add(1)
 	t.finish()
 	return nil
 }
@@ -196,14 +218,7 @@ func (t *Tx) writeLog(writes []*rec) error {
 		return fmt.Errorf("%w: a %d-byte log record (log areas of %d)", txn.ErrTooLarge, n, db.lay.LogSize)
 	}
 	encodeLog(c.buf[a.logBuf:], t.lock, es)
-	err := db.iss.round(t.ctx, c, []list{{node: c.logNode, wrs: []verbs.SendWR{c.write(c.logNode, c.logOff, a.logBuf, n)}}})
-	if err != nil {
-		// The record may have landed: leave it to recovery rather than
-		// release locks a complete log says to roll forward.
-		t.selfRecover()
-		return roundErr(err, nil)
-	}
-	return nil
+	return roundErr(db.iss.round(t.ctx, c, []list{{node: c.logNode, wrs: []verbs.SendWR{c.write(c.logNode, c.logOff, a.logBuf, n)}}}), nil)
 }
 
 // writeInPlace writes every copy of every written record (new image,
@@ -267,21 +282,28 @@ func (t *Tx) writeInPlace(writes, lockedOnly []*rec) (stopped bool, err error) {
 // once its lease is over: its log (if complete) rolls it forward, else
 // its locks are released. For a coordinator that may no longer write in
 // place itself.
-func (t *Tx) selfRecover() {
+// It reports whether the log rolled the transaction forward (it
+// committed).
+func (t *Tx) selfRecover() (forward bool, err error) {
 	wait := time.Until(t.lock.deadline().Add(t.db.cfg.Skew)) + time.Millisecond
 	time.Sleep(max(wait, 0))
 	ctx, cancel := context.WithTimeout(context.Background(), t.db.cfg.Lease)
 	defer cancel()
+	first := true
 	for _, r := range t.seq {
-		if r.locked {
-			if err := t.db.recoverLock(ctx, t.lock, r.shard, r.slot); err != nil {
-				t.db.log.Warn("ford: recovering a transaction of ours", "err", err)
-			}
+		if !r.locked {
+			continue
 		}
-	}
-	for _, r := range t.seq {
+		fw, err := t.db.recoverLock(ctx, t.lock, r.shard, r.slot)
+		if err != nil {
+			return false, err
+		}
+		if first {
+			forward, first = fw, false
+		}
 		r.locked = false
 	}
+	return forward, nil
 }
 
 // trace records the committed transaction's reads and writes.

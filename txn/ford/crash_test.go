@@ -326,3 +326,84 @@ func TestCorruptLogRollsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseFencing: a coordinator that has too little of its lease left
+// never writes in place. Before its log it aborts (locks released,
+// nothing applied); after its log it leaves the commit to recovery —
+// its own, once the lease is over — and reports it committed.
+func TestLeaseFencing(t *testing.T) {
+	for _, c := range []struct {
+		slow      ford.Step
+		committed bool
+	}{{ford.StepLocked, false}, {ford.StepLogged, true}} {
+		b := crashBed(t)
+		ctx := tctx(t)
+		loader := b.leased(nil)
+		pa, pb := onShards(0, 3)
+		if err := txn.Run(ctx, loader, func(tx txn.Tx) error {
+			tx.Put(pa, []byte("100"))
+			return tx.Put(pb, []byte("100"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slow := b.leased(func(s ford.Step) bool {
+			if s == c.slow {
+				time.Sleep(crashLease - crashLease/10) // past the margin
+			}
+			return true
+		})
+		tx, _ := slow.Begin(ctx)
+		if err := transfer(tx, pa, pb, 1); err != nil {
+			t.Fatal(err)
+		}
+		err := tx.Commit()
+		if c.committed != (err == nil) || !c.committed && txn.ReasonOf(err) != txn.Timeout {
+			t.Fatalf("slow at %v: commit %v", c.slow, err)
+		}
+		if sw, err := loader.Sweep(ctx); err != nil || sw.Live+sw.Recovered != 0 {
+			t.Fatalf("slow at %v: locks left %+v %v", c.slow, sw, err)
+		}
+		got, err := balances(ctx, loader, pa, pb)
+		if err != nil || (got[0] == 99) != c.committed || got[0]+got[1] != 200 {
+			t.Fatalf("slow at %v: %v %v", c.slow, got, err)
+		}
+	}
+}
+
+// TestLockedOnlyRecovered: a transaction that locked a record it did not
+// write (an Insert of an existing key) and died after its log: recovery
+// rolls its writes forward and releases that lock too.
+func TestLockedOnlyRecovered(t *testing.T) {
+	b := crashBed(t)
+	ctx := tctx(t)
+	loader := b.leased(nil)
+	pa, pb := onShards(0, 3)
+	if err := txn.Run(ctx, loader, func(tx txn.Tx) error {
+		tx.Put(pa, []byte("100"))
+		return tx.Put(pb, []byte("100"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	victim := b.leased(func(s ford.Step) bool { return s != ford.StepLogged })
+	tx, _ := victim.Begin(ctx)
+	if err := tx.Insert(pb, []byte("x")); !errors.Is(err, txn.ErrExists) {
+		t.Fatal(err)
+	}
+	if err := tx.Put(pa, []byte("50")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); !errors.Is(err, ford.ErrStopped) {
+		t.Fatal(err)
+	}
+	ford.Kill(victim)
+	time.Sleep(crashLease + 20*time.Millisecond)
+	if _, err := loader.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if sw, err := loader.Sweep(ctx); err != nil || sw.Live+sw.Recovered != 0 {
+		t.Fatalf("locks left: %+v %v", sw, err)
+	}
+	if got, err := balances(ctx, loader, pa, pb); err != nil || got[0] != 50 || got[1] != 100 {
+		t.Fatalf("%v %v, want 50 and 100", got, err)
+	}
+}

@@ -50,23 +50,30 @@ func (db *DB) recovery(ctx context.Context) (*coord, error) {
 
 // recoverLock recovers the expired lock w found on a copy of slot of
 // shard s.
-func (db *DB) recoverLock(ctx context.Context, w lockWord, s, slot int) error {
+// It reports whether the lock's transaction was logged (rolled
+// forward). Either way the copies of the slot itself are released last:
+// a record the transaction locked without writing it (a failed Insert
+// or Delete) is in no log entry.
+func (db *DB) recoverLock(ctx context.Context, w lockWord, s, slot int) (forward bool, err error) {
 	db.rmu.Lock()
 	defer db.rmu.Unlock()
 	rc, err := db.recovery(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	rec, err := db.readLog(ctx, rc, w.owner())
 	if err != nil && !errors.Is(err, errBadLog) {
-		return err
+		return false, err
 	}
 	if err == nil && rec.lock == w {
 		db.stats.forward.Add(1)
-		return db.rollForward(ctx, rc, rec)
+		if err := db.rollForward(ctx, rc, rec); err != nil {
+			return true, err
+		}
+		return true, db.rollBack(ctx, rc, w, s, slot)
 	}
 	db.stats.back.Add(1)
-	return db.rollBack(ctx, rc, w, s, slot)
+	return false, db.rollBack(ctx, rc, w, s, slot)
 }
 
 // readLog READs coordinator id's log area into rc's log buffer and

@@ -33,7 +33,7 @@ func (db *DB) Sweep(ctx context.Context) (Swept, error) {
 			out.Live++
 			continue
 		}
-		if err := db.recoverLock(ctx, h.w, h.shard, h.slot); err != nil {
+		if _, err := db.recoverLock(ctx, h.w, h.shard, h.slot); err != nil {
 			return out, err
 		}
 		out.Recovered++

@@ -74,13 +74,14 @@ func (t *Tx) begin(key []byte, value []byte) error {
 	}
 	t.db.life.RLock()
 	if t.db.closed.Load() {
-		t.end()
 		t.abort(nil)
+		t.end()
 		return txn.ErrClosed
 	}
 	if err := t.ctx.Err(); err != nil {
+		err = t.fail(txn.Abort(txn.Timeout, key, err))
 		t.end()
-		return t.fail(txn.Abort(txn.Timeout, key, err))
+		return err
 	}
 	return nil
 }
@@ -263,7 +264,7 @@ func (t *Tx) readRec(r *rec) error {
 			return err
 		}
 		if s.lock != 0 && lockWord(s.lock).expired(now(), db.cfg.Skew) && try < 3 {
-			if err := db.recoverLock(t.ctx, lockWord(s.lock), r.shard, slot); err != nil {
+			if _, err := db.recoverLock(t.ctx, lockWord(s.lock), r.shard, slot); err != nil {
 				return err
 			}
 			continue
@@ -350,7 +351,7 @@ func (t *Tx) lockRound(r *rec, slot int) (object, error) {
 	if len(got) < len(reps) {
 		t.unlockCopies(r.shard, slot, got)
 		if other.expired(now(), db.cfg.Skew) {
-			if err := db.recoverLock(t.ctx, other, r.shard, slot); err != nil {
+			if _, err := db.recoverLock(t.ctx, other, r.shard, slot); err != nil {
 				return object{}, err
 			}
 		}
