@@ -158,7 +158,7 @@ func TestCrashPoints(t *testing.T) {
 		if committed != (step >= ford.StepLogged) {
 			t.Fatalf("step %v: committed %v", step, committed)
 		}
-		if took > crashLease+time.Second {
+		if took > crashLease+500*time.Millisecond {
 			t.Fatalf("step %v: the records were locked %v after the crash (lease %v)", step, took, crashLease)
 		}
 		// Nothing of the victim's is left for a sweep to recover.

@@ -182,6 +182,11 @@ func (db *DB) Recover(ctx context.Context, id int) (Recovered, error) {
 	if id < 0 || id >= len(db.nodes)*db.lay.Coordinators {
 		return out, fmt.Errorf("%w: coordinator %d (0 to %d)", verbs.ErrInvalidArg, id, len(db.nodes)*db.lay.Coordinators-1)
 	}
+	db.life.RLock()
+	defer db.life.RUnlock()
+	if db.closed.Load() {
+		return out, txn.ErrClosed
+	}
 	db.rmu.Lock()
 	defer db.rmu.Unlock()
 	rc, err := db.recovery(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 
+	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -24,6 +25,11 @@ type heldLock struct {
 // death, so that no lock waits for a client to stumble on it.
 func (db *DB) Sweep(ctx context.Context) (Swept, error) {
 	var out Swept
+	db.life.RLock()
+	defer db.life.RUnlock()
+	if db.closed.Load() {
+		return out, txn.ErrClosed
+	}
 	held, err := db.scanLocks(ctx)
 	if err != nil {
 		return out, err
