@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,25 +17,37 @@ import (
 // minChecked is the committed transactions a checked run needs.
 const minChecked = 5000
 
-// runChecked runs w on db from 6 goroutines until at least minChecked
-// transactions committed (at most 10 runs), every trace in h.
-func runChecked[O any](t *testing.T, ctx context.Context, db txn.DB, w workload.TxnWorkload[O], h *check.History) []*workload.TxnResult {
+// runChecked runs w on each of dbs (3 goroutines each, at once) in
+// 250 ms runs until at least minChecked transactions committed in all
+// (bounded: 60 runs, ample under -race), every trace in h.
+func runChecked[O any](t *testing.T, ctx context.Context, w workload.TxnWorkload[O], trace func(reads, writes []txn.Access), dbs ...txn.DB) []*workload.TxnResult {
 	t.Helper()
 	var out []*workload.TxnResult
 	var total int64
 	for run := 0; total < minChecked; run++ {
-		if run == 10 {
-			t.Fatalf("%d committed in 10 runs, want %d", total, minChecked)
+		if run == 60 {
+			t.Fatalf("%d committed in 60 runs, want %d", total, minChecked)
 		}
-		res, err := workload.RunTxn(ctx, workload.TxnRun{Threads: 6, Duration: 250 * time.Millisecond, Seed: int64(7 + run), Trace: h.Add}, w, db)
-		if err != nil {
-			t.Fatal(err)
+		results := make([]*workload.TxnResult, len(dbs))
+		errs := make([]error, len(dbs))
+		var wg sync.WaitGroup
+		for i, db := range dbs {
+			wg.Go(func() {
+				results[i], errs[i] = workload.RunTxn(ctx, workload.TxnRun{Threads: 3, Duration: 250 * time.Millisecond,
+					Seed: int64(7 + 100*run + 10*i), Trace: trace}, w, db)
+			})
 		}
-		if res.Failed > 0 || res.Unknown > 0 {
-			t.Fatalf("%d failed (first: %v), %d unknown", res.Failed, res.FirstErr, res.Unknown)
+		wg.Wait()
+		for i, res := range results {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			if res.Failed > 0 || res.Unknown > 0 {
+				t.Fatalf("%d failed (first: %v), %d unknown", res.Failed, res.FirstErr, res.Unknown)
+			}
+			total += res.Committed
+			out = append(out, res)
 		}
-		total += res.Committed
-		out = append(out, res)
 	}
 	return out
 }
@@ -53,11 +66,7 @@ func TestSmallBankChecked(t *testing.T) {
 	if err := sb.Load(ctx, db, workload.TxnLoad{Trace: h.Add}); err != nil {
 		t.Fatal(err)
 	}
-	var runs []*workload.TxnResult
-	done := make(chan []*workload.TxnResult)
-	go func() { done <- runChecked(t, ctx, db2, sb, h) }()
-	runs = append(runs, runChecked(t, ctx, db, sb, h)...)
-	runs = append(runs, <-done...)
+	runs := runChecked(t, ctx, sb, h.Add, db, db2)
 	if err := h.Check(); err != nil {
 		t.Fatalf("%d transactions: %v", h.Len(), err)
 	}
@@ -83,21 +92,10 @@ func TestYCSBTChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	var increments atomic.Int64
-	trace := func(reads, writes []txn.Access) {
+	runChecked(t, ctx, y, func(reads, writes []txn.Access) {
 		h.Add(reads, writes)
 		increments.Add(int64(len(writes)))
-	}
-	var total int64
-	for run := 0; total < minChecked; run++ {
-		if run == 10 {
-			t.Fatalf("%d committed in 10 runs", total)
-		}
-		res, err := workload.RunTxn(ctx, workload.TxnRun{Threads: 6, Duration: 250 * time.Millisecond, Seed: int64(run), Trace: trace}, y, db)
-		if err != nil || res.Failed > 0 {
-			t.Fatal(err, res.FirstErr)
-		}
-		total += res.Committed
-	}
+	}, db)
 	if err := h.Check(); err != nil {
 		t.Fatalf("%d transactions: %v", h.Len(), err)
 	}
