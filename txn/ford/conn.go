@@ -172,6 +172,16 @@ func (c *coord) drain(seq uint32, left int, d time.Duration) bool {
 	return true
 }
 
+// begin implements issuer: nothing to enter.
+func (f *fabric) begin(context.Context, *coord) error { return nil }
+
+// end implements issuer.
+func (f *fabric) end(*coord) {}
+
+// conflict implements issuer: FORD aborts on a conflict (txn.Run backs
+// off between attempts).
+func (f *fabric) conflict(*coord, int) bool { return false }
+
 // post implements issuer.
 func (f *fabric) post(c *coord, lists []list) error {
 	c.seq++

@@ -215,6 +215,10 @@ func (db *DB) Begin(ctx context.Context) (txn.Tx, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := db.iss.begin(ctx, c); err != nil {
+		db.putCoord(c)
+		return nil, err
+	}
 	t := &Tx{db: db, ctx: ctx, c: c, recs: map[string]*rec{}}
 	db.cmu.Lock()
 	db.open[t] = struct{}{}

@@ -83,6 +83,18 @@ func TestLayoutMismatch(t *testing.T) {
 	if _, err := ford.Dial(tctx(t), cfg); !errors.Is(err, ford.ErrLayout) {
 		t.Fatalf("another layout: %v, want ErrLayout", err)
 	}
+	big := smallLayout
+	big.Buckets *= 4
+	cfg = b.config()
+	cfg.Layout = big
+	if _, err := ford.Dial(tctx(t), cfg); !errors.Is(err, ford.ErrLayout) {
+		t.Fatalf("a layout larger than the nodes' regions: %v, want ErrLayout", err)
+	}
+	cfg = b.config()
+	cfg.Layout.F = 3
+	if _, err := ford.Dial(tctx(t), cfg); !errors.Is(err, ford.ErrLayout) {
+		t.Fatalf("3 backups on 3 nodes: %v, want ErrLayout", err)
+	}
 }
 
 // TestSmallBankRounds: every SmallBank read-write commit takes at most

@@ -248,6 +248,7 @@ func (t *Tx) finish() {
 	t.db.cmu.Lock()
 	delete(t.db.open, t)
 	t.db.cmu.Unlock()
+	t.db.iss.end(t.c)
 	t.db.putCoord(t.c)
 }
 
@@ -301,6 +302,12 @@ func (t *Tx) locked(key []byte) (*rec, error) {
 		t.lock = t.c.nextLock(now())
 	}
 	s, err := t.lockRound(r, slot)
+	for k := 1; errors.Is(err, errLive) && db.iss.conflict(t.c, k); k++ {
+		s, err = t.lockRound(r, slot)
+	}
+	if errors.Is(err, errLive) {
+		err = txn.Abort(txn.LockConflict, key, nil)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -320,10 +327,14 @@ func (t *Tx) locked(key []byte) (*rec, error) {
 	return r, nil
 }
 
+// errLive: a lock round found the record locked by a live owner.
+var errLive = errors.New("ford: locked by a live transaction")
+
 // lockRound CASes slot's lock word on every copy of r's shard from 0 to
 // t's lock word, the primary's with a READ of the slot: one round trip.
 // All or none: on a conflict the copies taken are released and the
-// error is a LockConflict abort (after recovering an expired owner).
+// error is errLive, or (after recovering an expired owner) a
+// LockConflict abort.
 func (t *Tx) lockRound(r *rec, slot int) (object, error) {
 	db, c, a := t.db, t.c, &t.db.arena
 	nodes := len(db.nodes)
@@ -350,10 +361,11 @@ func (t *Tx) lockRound(r *rec, slot int) (object, error) {
 	}
 	if len(got) < len(reps) {
 		t.unlockCopies(r.shard, slot, got)
-		if other.expired(now(), db.cfg.Skew) {
-			if _, err := db.recoverLock(t.ctx, other, r.shard, slot); err != nil {
-				return object{}, err
-			}
+		if !other.expired(now(), db.cfg.Skew) {
+			return object{}, errLive
+		}
+		if _, err := db.recoverLock(t.ctx, other, r.shard, slot); err != nil {
+			return object{}, err
 		}
 		return object{}, txn.Abort(txn.LockConflict, r.key, nil)
 	}
