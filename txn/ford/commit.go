@@ -125,7 +125,11 @@ func (t *Tx) commitReadWrite(writes, reads, lockedOnly []*rec) error {
 		}
 		return t.committedBy(rounds)
 	}
-	stopped, err := t.writeInPlace(writes, lockedOnly)
+	// Decided: the writes go out even if the caller's context ends now
+	// (bounded by the lease: past it, recovery's job).
+	dctx, cancel := context.WithDeadline(context.Background(), t.lock.deadline())
+	defer cancel()
+	stopped, err := t.writeInPlace(dctx, writes, lockedOnly)
 	if stopped {
 		return ErrStopped
 	}
@@ -225,7 +229,7 @@ func (t *Tx) writeLog(writes []*rec) error {
 // then unlock) and unlocks the records locked but not written: one list
 // per node. With a hook it may stop half-way (StepHalfWritten,
 // StepHalfUnlocked), as a crash would.
-func (t *Tx) writeInPlace(writes, lockedOnly []*rec) (stopped bool, err error) {
+func (t *Tx) writeInPlace(ctx context.Context, writes, lockedOnly []*rec) (stopped bool, err error) {
 	db, c, a := t.db, t.c, &t.db.arena
 	nodes := len(db.nodes)
 	type copyWR struct {
@@ -272,7 +276,7 @@ func (t *Tx) writeInPlace(writes, lockedOnly []*rec) (stopped bool, err error) {
 			}
 		}
 	}
-	if err := db.iss.round(t.ctx, c, b.lists); err != nil {
+	if err := db.iss.round(ctx, c, b.lists); err != nil {
 		return stopped, roundErr(err, nil)
 	}
 	return stopped, nil
