@@ -348,6 +348,9 @@ func (t *Tx) lockRound(r *rec, slot int) (object, error) {
 		}
 	}
 	if err := db.iss.round(t.ctx, c, b.lists); err != nil {
+		// Some CASes may have taken their copy: release whatever holds
+		// our word (a CAS, so nothing else is freed).
+		t.unlockRec(r, slot)
 		return object{}, roundErr(err, r.key)
 	}
 	var got []int

@@ -1,0 +1,69 @@
+package ford_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/rdmakit/rdmakit/txn"
+)
+
+// TestNodeGone: with a memory node closed, transactions that reach it
+// fail with ErrUnreachable within a bound instead of hanging, and Close
+// still returns.
+func TestNodeGone(t *testing.T) {
+	b := newBed(t, 3, smallLayout)
+	db := b.db()
+	ctx := tctx(t)
+	keys := make([][]byte, 30)
+	for i := range keys {
+		keys[i] = acct(i)
+		if err := txn.Run(ctx, db, func(tx txn.Tx) error { return tx.Put(keys[i], []byte("1")) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.servers[1].Close()
+	start := time.Now()
+	failed := 0
+	for _, k := range keys {
+		err := txn.Run(ctx, db, func(tx txn.Tx) error { return tx.Put(k, []byte("2")) })
+		if err != nil {
+			if !errors.Is(err, txn.ErrUnreachable) {
+				t.Fatalf("%s: %v, want ErrUnreachable", k, err)
+			}
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no transaction noticed the node gone")
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Fatalf("30 transactions took %v with a node gone", d)
+	}
+	// The failed lock rounds released the copies they took on live
+	// nodes, not left them to the lease: shard 0's primaries (node 0,
+	// whose backup was node 1) validate unlocked at once.
+	var shard0 [][]byte
+	for _, k := range keys {
+		if txn.Shard(k, 3) == 0 {
+			shard0 = append(shard0, k)
+		}
+	}
+	tx, _ := db.Begin(ctx)
+	for _, k := range shard0 {
+		if _, err := tx.Get(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); len(shard0) > 1 && err != nil {
+		t.Fatalf("reading %d records of shard 0: %v", len(shard0), err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- db.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs with a node gone")
+	}
+	t.Logf("%d of 30 failed in %v", failed, time.Since(start).Round(time.Millisecond))
+}
