@@ -2,6 +2,7 @@ package ford
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -43,7 +44,7 @@ func (t *Tx) Commit() error {
 		return t.commitReadOnly(reads)
 	}
 	err := t.commitReadWrite(writes, reads, lockedOnly)
-	if err == ErrStopped {
+	if err == ErrStopped || t.c.broken && errors.Is(err, txn.ErrUnreachable) {
 		t.done = true
 		t.c.broken = true // its locks and log are recovery's now
 		t.finish()
@@ -97,6 +98,13 @@ func (t *Tx) commitReadWrite(writes, reads, lockedOnly []*rec) error {
 			return err
 		}
 		if err := t.writeLog(writes); err != nil {
+			if errors.Is(err, txn.ErrUnreachable) {
+				// The log node's connection failed: the record may have
+				// landed, and only whoever can read it may decide. The
+				// locks stay for the lease and its recovery.
+				t.c.broken = true
+				return fmt.Errorf("%w: the outcome is unknown", err)
+			}
 			// The record may have landed: what recovery finds decides.
 			forward, rerr := t.selfRecover()
 			switch {

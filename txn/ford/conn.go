@@ -143,7 +143,7 @@ func (f *fabric) round(ctx context.Context, c *coord, lists []list) error {
 			}
 			// The lists stay in flight: wait them out (bounded) before the
 			// buffers are reused.
-			if !c.drain(seq, left, f.db.cfg.Lease) {
+			if !c.drain(seq, left, drainWait) {
 				c.broken = true
 			}
 			return err
@@ -154,6 +154,10 @@ func (f *fabric) round(ctx context.Context, c *coord, lists []list) error {
 	}
 	return err
 }
+
+// drainWait bounds the wait for a round given up on: a coordinator whose
+// lists are not back by then is broken (never used again).
+const drainWait = 100 * time.Millisecond
 
 // drain waits for left more completions of round seq, at most d.
 func (c *coord) drain(seq uint32, left int, d time.Duration) bool {

@@ -324,9 +324,11 @@ func (db *DB) Close() error {
 	if db.recov != nil {
 		free = append(free, db.recov)
 	}
+	var wg sync.WaitGroup
 	for _, c := range free {
-		db.release(ctx, c)
+		wg.Go(func() { db.release(ctx, c) })
 	}
+	wg.Wait()
 	db.teardown()
 	return nil
 }

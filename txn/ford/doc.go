@@ -85,6 +85,13 @@
 // Sweep. No lock outlives its lease by more than the time its finder's
 // recovery takes.
 //
+// A memory node that fails is not replaced here: operations that need it
+// fail with txn.ErrUnreachable (a lock round releases the copies it took
+// on the live nodes). A commit whose log WRITE fails on a broken
+// connection returns ErrUnreachable at once, its outcome unknown — the
+// record may have landed, and only a reader of the log may decide — and
+// leaves its locks to their lease and whoever recovers them.
+//
 // # Crash table
 //
 //	crash after          left behind                             repaired by                 outcome
