@@ -167,6 +167,11 @@ func (t *Tx) commitReadWrite(writes, reads, lockedOnly []*rec) error {
 // committedBy ends a read-write transaction that committed after rounds
 // round trips.
 func (t *Tx) committedBy(rounds uint64) error {
+	for _, r := range t.seq {
+		if r.write {
+			t.db.keys.Store(string(r.key), r.slot) // an insert's slot, now the key's
+		}
+	}
 	t.db.stats.commitRound(rounds)
 	t.committed, t.done = true, true
 	t.trace()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -31,4 +32,24 @@ func CorruptLog(db *DB, id, off int) error {
 	}
 	c.buf[a.window] ^= 0x5a
 	return db.iss.round(ctx, c, []list{{node: n, wrs: []verbs.SendWR{c.write(n, base+int64(off), a.window, 8)}}})
+}
+
+// CorruptSlot flips a byte of the value of key's slot on node n (the
+// key must have been looked up by db).
+func CorruptSlot(db *DB, key []byte, n int) error {
+	v, ok := db.keys.Load(string(key))
+	if !ok {
+		return ErrCorrupt
+	}
+	db.smu.Lock()
+	defer db.smu.Unlock()
+	c, a := db.setup, &db.arena
+	off := db.lay.slotOff(n, txn.Shard(key, len(db.nodes)), v.(int), len(db.nodes)) + slotValue
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := db.iss.round(ctx, c, []list{{node: n, wrs: []verbs.SendWR{c.read(n, off, a.window, 8)}}}); err != nil {
+		return err
+	}
+	c.buf[a.window] ^= 0x5a
+	return db.iss.round(ctx, c, []list{{node: n, wrs: []verbs.SendWR{c.write(n, off, a.window, 8)}}})
 }

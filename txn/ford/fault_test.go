@@ -96,3 +96,34 @@ func TestLogNodeGone(t *testing.T) {
 		t.Fatalf("the commit took %v to fail", d)
 	}
 }
+
+// TestCorruptSlot: a slot whose bytes fail their checksum for good (a
+// hostile or broken node) is ErrCorrupt, not an abort to retry forever;
+// the other copy still serves reads from it.
+func TestCorruptSlot(t *testing.T) {
+	b := newBed(t, 3, smallLayout)
+	db := b.db()
+	ctx := tctx(t)
+	key := []byte("victim")
+	if err := txn.Run(ctx, db, func(tx txn.Tx) error { return tx.Put(key, []byte("value")) }); err != nil {
+		t.Fatal(err)
+	}
+	primary := txn.Shard(key, 3)
+	if err := ford.CorruptSlot(db, key, primary); err != nil {
+		t.Fatal(err)
+	}
+	err := txn.Run(ctx, db, func(tx txn.Tx) error { _, err := tx.Get(key); return err })
+	if !errors.Is(err, ford.ErrCorrupt) || errors.Is(err, txn.ErrAborted) {
+		t.Fatalf("read of a corrupt slot: %v, want ErrCorrupt", err)
+	}
+	if err := txn.Run(ctx, db, func(tx txn.Tx) error { return tx.Put(key, []byte("x")) }); !errors.Is(err, ford.ErrCorrupt) {
+		t.Fatalf("lock of a corrupt slot: %v, want ErrCorrupt", err)
+	}
+	cfg := b.config()
+	cfg.BackupReads = true
+	backup := b.dbWith(cfg)
+	var v []byte
+	if err := txn.Run(ctx, backup, func(tx txn.Tx) (err error) { v, err = tx.Get(key); return err }); err != nil || string(v) != "value" {
+		t.Fatalf("backup read: %q %v", v, err)
+	}
+}

@@ -3,6 +3,7 @@ package ford
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"runtime"
 	"time"
 
@@ -10,8 +11,15 @@ import (
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
-// errTorn: a slot kept failing its checksum (a write raced every READ).
-var errTorn = errors.New("ford: slot torn on every read")
+// ErrCorrupt: a slot failed its checksum (or its bounds) on every READ
+// of a bounded series — not a write racing the reads but memory that
+// does not hold a slot. Not an abort: running the transaction again
+// would not help.
+var ErrCorrupt = errors.New("ford: corrupt slot")
+
+// errTorn: a slot read under the transaction's own lock failed its
+// checksum.
+var errTorn = fmt.Errorf("%w: torn under a lock", ErrCorrupt)
 
 // tornTries is how many times a READ that raced a write is repeated.
 const tornTries = 64
@@ -95,7 +103,7 @@ func (t *Tx) readSlots(r *rec, n, first, count int) ([]object, error) {
 			return objs, nil
 		}
 		if try == tornTries {
-			return nil, txn.Abort(txn.ValidationFailed, r.key, errTorn)
+			return nil, fmt.Errorf("%w: %d READs of %q's window on node %d", ErrCorrupt, tornTries+1, r.key, n)
 		}
 		runtime.Gosched()
 	}

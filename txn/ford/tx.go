@@ -375,7 +375,7 @@ func (t *Tx) lockRound(r *rec, slot int) (object, error) {
 	s, ok := decodeSlot(c.buf[a.window:a.window+db.lay.SlotSize()], db.lay.ValueSize)
 	if !ok {
 		t.unlockCopies(r.shard, slot, got)
-		return object{}, txn.Abort(txn.LockConflict, r.key, errTorn)
+		return object{}, fmt.Errorf("%w: %q", errTorn, r.key)
 	}
 	s.value = bytes.Clone(s.value)
 	s.key = bytes.Clone(s.key)
