@@ -1,0 +1,367 @@
+package ford
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmakit/rdmakit/txn"
+	"github.com/rdmakit/rdmakit/verbs"
+)
+
+// Config says how to reach the memory nodes and how the client behaves.
+type Config struct {
+	// Nodes are the memory nodes' cm addresses (memnode servers with one
+	// region of at least Layout.NodeBytes), one shard each; every client
+	// lists them in the same order.
+	Nodes []string
+	// Device is the URI of the client's device, opened by Dial; Dev,
+	// when not nil, is a device to use instead (not closed by the DB).
+	Device string
+	Dev    verbs.Device
+	// Token is the nodes' auth token.
+	Token string
+	// Layout is the database's shape (defaults: see Layout).
+	Layout Layout
+	// Lease is how long a transaction's locks are its own (default and
+	// at most MaxLease): after it, plus Skew, any client may recover them.
+	Lease time.Duration
+	// Margin is how much of its lease a coordinator must have left to
+	// write its log or write in place (default Lease/5). It must cover
+	// Skew plus the time a posted request takes to land.
+	Margin time.Duration
+	// Skew bounds the difference between any two clients' clocks
+	// (default 5 ms); it must be below Margin.
+	Skew time.Duration
+	// BackupReads makes Get read records from a backup copy (when the
+	// shard has one) instead of the primary.
+	BackupReads bool
+	// SkipValidation turns read-set validation off: the negative control
+	// of the serializability checker (write skew then commits). Never
+	// for real use.
+	SkipValidation bool
+	// MaxTx bounds the transactions open at once (default 64): each holds
+	// a coordinator id, its log area and a registered buffer.
+	MaxTx int
+	// Poll is how the poller waits for completions (default adaptive).
+	Poll verbs.PollPolicy
+	// Hook, when set, is called at each step of every read-write commit;
+	// false stops the coordinator there as if it crashed (Commit returns
+	// ErrStopped and leaves its locks and log). For fault tests and
+	// process-kill harnesses.
+	Hook func(Step) bool
+	// Logger receives the client's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// MaxLease is the longest lease a lock may have.
+const MaxLease = time.Second
+
+func (c *Config) defaults() {
+	c.Layout.defaults()
+	if c.Lease <= 0 || c.Lease > MaxLease {
+		c.Lease = MaxLease
+	}
+	if c.Margin <= 0 || c.Margin >= c.Lease {
+		c.Margin = c.Lease / 5
+	}
+	if c.Skew <= 0 {
+		c.Skew = 5 * time.Millisecond
+	}
+	c.Skew = min(c.Skew, c.Margin/2)
+	if c.MaxTx <= 0 {
+		c.MaxTx = 64
+	}
+	c.MaxTx = min(c.MaxTx, 1<<15)
+	if c.Poll == (verbs.PollPolicy{}) {
+		c.Poll = verbs.PollAdaptive
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// DB is a FORD client: it implements txn.DB. Safe for concurrent use.
+type DB struct {
+	cfg    Config
+	lay    Layout
+	dev    verbs.Device
+	ownDev bool
+	pd     verbs.PD
+	cq     verbs.CQ
+	nodes  []*node
+	fab    *fabric
+	iss    issuer
+	log    *slog.Logger
+	nonce  uint64 // this client's claim word
+	arena  arena
+
+	keys sync.Map // string → int: a key's slot (keys never move)
+
+	cmu    sync.Mutex
+	free   []*coord
+	coords []atomic.Pointer[coord] // by index, for the poller
+	ncoord int
+	open   map[*Tx]struct{}
+	sem    chan struct{} // MaxTx tokens
+	smu    sync.Mutex    // the setup coordinator's rounds, one at a time
+	setup  *coord        // for Dial, claims and Sweep's scan
+	rmu    sync.Mutex    // recoveries, one at a time
+	recov  *coord        // the recoveries' coordinator (claimed at the first)
+
+	closed atomic.Bool
+	life   sync.RWMutex // rounds hold it shared; Close exclusively
+
+	stats counters
+}
+
+var _ txn.DB = (*DB)(nil)
+
+// Dial connects to every node, checks (or writes, for the first client)
+// the layout's fingerprint in their headers.
+func Dial(ctx context.Context, cfg Config) (_ *DB, err error) {
+	cfg.defaults()
+	if err := cfg.Layout.check(len(cfg.Nodes)); err != nil {
+		return nil, err
+	}
+	db := &DB{cfg: cfg, lay: cfg.Layout, log: cfg.Logger, nonce: rand.Uint64() | 1<<63, open: map[*Tx]struct{}{},
+		coords: make([]atomic.Pointer[coord], 2*cfg.MaxTx+64), sem: make(chan struct{}, cfg.MaxTx)}
+	db.arena = newArena(&db.lay)
+	db.dev = cfg.Dev
+	if db.dev == nil {
+		if db.dev, err = verbs.Open(cfg.Device); err != nil {
+			return nil, err
+		}
+		db.ownDev = true
+	}
+	defer func() {
+		if err != nil {
+			db.teardown()
+		}
+	}()
+	if db.pd, err = db.dev.AllocPD(); err != nil {
+		return nil, err
+	}
+	if db.cq, err = db.dev.CreateCQ(8192); err != nil {
+		return nil, err
+	}
+	need := uint64(db.lay.NodeBytes())
+	for i, addr := range cfg.Nodes {
+		n, err := dialNode(ctx, db.dev, db.pd, db.cq, i, addr, cfg.Token)
+		if err != nil {
+			return nil, err
+		}
+		db.nodes = append(db.nodes, n)
+		if n.size < need {
+			return nil, fmt.Errorf("%w: node %s serves %d bytes, the layout needs %d", ErrLayout, addr, n.size, need)
+		}
+	}
+	db.fab = &fabric{db: db, cq: db.cq, poll: cfg.Poll}
+	db.iss = db.fab
+	db.fab.start()
+	if db.setup, err = db.newCoord(-1, 0); err != nil {
+		return nil, err
+	}
+	if err := db.format(ctx); err != nil {
+		return nil, err
+	}
+	return db, nil
+}
+
+// format writes the layout's fingerprint into every node's header that
+// has none, and checks the others'.
+func (db *DB) format(ctx context.Context) error {
+	c, fp := db.setup, db.lay.fingerprint(len(db.nodes))
+	var b byNode
+	for i := range db.nodes {
+		b.add(i, c.cas(i, 0, db.arena.results+8*i, 0, fp))
+	}
+	if err := db.iss.round(ctx, c, b.lists); err != nil {
+		return err
+	}
+	for i, n := range db.nodes {
+		if old := c.word(db.arena.results + 8*i); old != 0 && old != fp {
+			return fmt.Errorf("%w: node %s holds another database's layout", ErrLayout, n.addr)
+		}
+	}
+	return nil
+}
+
+// remote is the address of offset off of node n's region.
+func (db *DB) remote(n int, off int64) uint64 { return db.nodes[n].base + uint64(off) }
+
+// rkey is node n's region key.
+func (db *DB) rkey(n int) uint32 { return db.nodes[n].key }
+
+// coordAt is the coordinator of index i (the poller's routing).
+func (db *DB) coordAt(i int) *coord {
+	if i >= len(db.coords) {
+		return nil
+	}
+	return db.coords[i].Load()
+}
+
+// Begin implements txn.DB.
+func (db *DB) Begin(ctx context.Context) (txn.Tx, error) {
+	if db.closed.Load() {
+		return nil, txn.ErrClosed
+	}
+	c, err := db.takeCoord(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.iss.begin(ctx, c); err != nil {
+		db.putCoord(c)
+		return nil, err
+	}
+	t := &Tx{db: db, ctx: ctx, c: c, recs: map[string]*rec{}}
+	db.cmu.Lock()
+	db.open[t] = struct{}{}
+	db.cmu.Unlock()
+	return t, nil
+}
+
+// takeCoord hands out a free coordinator, claiming a new one when none
+// is free (at most MaxTx at once).
+func (db *DB) takeCoord(ctx context.Context) (*coord, error) {
+	select {
+	case db.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, txn.Abort(txn.Timeout, nil, ctx.Err())
+	}
+	db.cmu.Lock()
+	if n := len(db.free); n > 0 {
+		c := db.free[n-1]
+		db.free = db.free[:n-1]
+		db.cmu.Unlock()
+		return c, nil
+	}
+	db.ncoord++
+	idx := db.ncoord
+	db.cmu.Unlock()
+	c, err := db.claim(ctx, idx)
+	if err != nil {
+		<-db.sem
+		return nil, err
+	}
+	return c, nil
+}
+
+// putCoord gives a coordinator back; a broken one (lists it could not
+// wait out, a stopped commit) is never used again.
+func (db *DB) putCoord(c *coord) {
+	db.cmu.Lock()
+	if !c.broken {
+		db.free = append(db.free, c)
+	}
+	db.cmu.Unlock()
+	<-db.sem
+}
+
+// claim claims a coordinator id (and its log area) on some node by a CAS
+// of its claim word, for coordinator index idx.
+func (db *DB) claim(ctx context.Context, idx int) (*coord, error) {
+	db.smu.Lock()
+	defer db.smu.Unlock()
+	nodes := len(db.nodes)
+	start := rand.N(nodes)
+	for k := range nodes {
+		n := (start + k) % nodes
+		c, err := db.claimOn(ctx, db.setup, idx, n, rand.N(db.lay.Coordinators))
+		if err != nil || c != nil {
+			return c, err
+		}
+	}
+	return nil, fmt.Errorf("%w: no free coordinator id on any node", txn.ErrFull)
+}
+
+// claimOn tries the claim words of node n from i0 on; nil when all are
+// taken.
+func (db *DB) claimOn(ctx context.Context, s *coord, idx, n, i0 int) (*coord, error) {
+	per := db.lay.Coordinators
+	for k := range per {
+		i := (i0 + k) % per
+		err := db.iss.round(ctx, s, []list{{node: n, wrs: []verbs.SendWR{s.cas(n, offClaims+int64(8*i), db.arena.results, 0, db.nonce)}}})
+		if err != nil {
+			return nil, err
+		}
+		if s.word(db.arena.results) == 0 {
+			return db.newCoord(idx, n*per+i)
+		}
+	}
+	return nil, nil
+}
+
+// Close releases the client: transactions open abort (their locks
+// released), the coordinators' logs are truncated and their ids freed,
+// the connections closed. Transactions under way fail.
+func (db *DB) Close() error {
+	if !db.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	db.cmu.Lock()
+	open := make([]*Tx, 0, len(db.open))
+	for t := range db.open {
+		open = append(open, t)
+	}
+	db.cmu.Unlock()
+	for _, t := range open {
+		t.closeAbort()
+	}
+	db.life.Lock()
+	defer db.life.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	db.cmu.Lock()
+	free := db.free
+	db.free = nil
+	db.cmu.Unlock()
+	if db.recov != nil {
+		free = append(free, db.recov)
+	}
+	var wg sync.WaitGroup
+	for _, c := range free {
+		wg.Go(func() { db.release(ctx, c) })
+	}
+	wg.Wait()
+	db.teardown()
+	return nil
+}
+
+// release truncates c's log and frees its id.
+func (db *DB) release(ctx context.Context, c *coord) {
+	a := &db.arena
+	binary.LittleEndian.PutUint64(c.buf[a.results:], 0)
+	_ = db.iss.round(ctx, c, []list{{node: c.logNode, wrs: []verbs.SendWR{
+		c.write(c.logNode, c.logOff, a.zero, 8),
+		c.cas(c.logNode, offClaims+int64(8*(c.id%db.lay.Coordinators)), a.results, db.nonce, 0)}}})
+}
+
+// teardown closes what Dial opened.
+func (db *DB) teardown() {
+	for _, n := range db.nodes {
+		n.conn.Close()
+	}
+	if db.fab != nil {
+		db.fab.stop()
+	}
+	for i := range db.coords {
+		if c := db.coords[i].Load(); c != nil && c.mr != nil {
+			c.mr.Deregister()
+		}
+	}
+	if db.cq != nil {
+		db.cq.Destroy()
+	}
+	if db.pd != nil {
+		db.pd.Dealloc()
+	}
+	if db.ownDev {
+		db.dev.Close()
+	}
+}

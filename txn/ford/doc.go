@@ -1,0 +1,132 @@
+// Package ford is FORD (Zhang et al., FAST '22) on rdmakit: distributed
+// transactions on disaggregated memory in which every step of a
+// transaction is one-sided. The memory nodes are plain memnode servers
+// (`rdmakit node`): their CPUs do no per-transaction work — nor any
+// setup work beyond memnode's own (a region, its rkey in the connection
+// reply). The layout's fingerprint and the coordinators' log areas are
+// set up one-sided too: a CAS of a header word, a CAS of a claim word.
+//
+// # Layout
+//
+// Keys are placed by txn.Shard over the nodes (at least 2; 3 or more for
+// f = 1 to spread backups), one shard per node. Shard s has F+1 copies
+// (default F = 1): the primary on node s, backups on s+1 … s+F. Each
+// node's region holds a header, C coordinator claim words, C log areas
+// and F+1 tables (layout.go). A table is Buckets fixed slots; a key lives
+// in the first free slot of its window [home, home+MaxProbe) and never
+// moves, in the same slot of every copy, so a client finds it with one
+// READ (the window's first FirstProbe slots) and then caches the slot.
+// A slot (slot.go):
+//
+//	lock word 8 B | version 8 B | meta 8 B (key length, present, value length) | CRC64 8 B | key 64 B | value
+//
+// A lock word (lockword.go) is 0, or bit 63 with the owner's coordinator
+// id (15 bits) and its lease deadline (48 bits of µs). A coordinator id
+// is a claimed claim word; it names one log area on its node (the
+// coordinator's log node) and is held by one transaction at a time.
+//
+// # A transaction, as post lists
+//
+//	execution    Get: READ of the slot from the primary, or a backup (Config.BackupReads)
+//	             Put/Insert/Delete, first time per record — hitchhiked locking:
+//	               primary: [CAS lock 0→W, READ slot]   backups: [CAS lock 0→W]   one round trip
+//	commit   1.  validate: per primary node one list of READs of (lock, version) of the records
+//	             only read: each unlocked and unchanged                          one round trip
+//	         2.  log: WRITE of the log record (logrec.go) into the coordinator's area  one round trip
+//	         3.  coalescent commit: per node one list, for every copy there of every
+//	             written record [WRITE image (version … value), WRITE lock := 0]   one round trip
+//	         4.  truncate the log (WRITE of its magic to 0), posted, not waited for
+//
+// So a read-write transaction commits in at most three round trips after
+// execution (two when it read nothing it did not write: no validation);
+// a read-only one in one (validation; none for a single read). Stats
+// counts them (Rounds, CommitRounds, MaxCommitRounds). Every copy is
+// locked, not only the primary, so that every copy's image is written
+// only under its owner's lock — what makes recovery's roll-forward safe
+// on backups too. A read from a backup is validated at the primary: a
+// lagging or leading backup only costs an abort.
+//
+// # Leases and fencing
+//
+// Clocks are assumed loosely synchronised: any two clients' clocks differ
+// by less than Config.Skew, and a posted request lands at its node within
+// Config.Margin − Skew. A transaction's lock word carries the deadline
+// now + Lease (≤ 1 s). The coordinator checks, before its log WRITE and
+// again before its in-place WRITEs, that more than Margin of its lease is
+// left; with less it aborts (before the log) or stops writing and lets
+// recovery finish the commit (after). So nothing it posts lands after its
+// deadline. A recoverer acts only on a lock whose deadline plus Skew has
+// passed by its own clock, i.e. after the true deadline: the owner never
+// writes in place again, and its log can no longer change. Lock words of
+// one coordinator id strictly increase, so a word names one transaction.
+//
+// # Roll forward or back
+//
+// A transaction whose log record is complete was validated: its commit is
+// decided, and once any copy was written and unlocked others may have read
+// it. It is therefore rolled forward. A transaction without a complete
+// record (crashed before or during the log WRITE: a torn or corrupt record
+// fails its CRC and counts as none) wrote nothing in place — images are
+// written only after the log WRITE completed — so it is rolled back: its
+// locks are released, nothing else. The log therefore holds the new
+// images (redo); old images are not needed.
+//
+// Recovery (recovery.go) runs in the client that meets an expired lock
+// (a Get, a lock CAS) or in Sweep / Recover (what the `txn recover`
+// command calls for a dead coordinator id). It READs the owner's log
+// area. If it holds a valid record naming the same lock word, the
+// recoverer adopts the transaction: it logs the same entries under a lock
+// word of its own, CASes its word over the dead one on every copy still
+// locked by it, WRITEs each such copy's image and unlocks it; a recoverer
+// that dies half-way leaves copies under its own word, which its own log
+// rolls forward. Otherwise it releases the record's copies by CAS from the
+// exact dead word to 0, so a lock someone took since stays taken. Locks of
+// a crashed, unlogged transaction on records nobody touches are freed by
+// Sweep. No lock outlives its lease by more than the time its finder's
+// recovery takes.
+//
+// A memory node that fails is not replaced here: operations that need it
+// fail with txn.ErrUnreachable (a lock round releases the copies it took
+// on the live nodes). A commit whose log WRITE fails on a broken
+// connection returns ErrUnreachable at once, its outcome unknown — the
+// record may have landed, and only a reader of the log may decide — and
+// leaves its locks to their lease and whoever recovers them.
+//
+// # Crash table
+//
+//	crash after          left behind                             repaired by                 outcome
+//	locks taken          locks on every copy of the written      any client meeting a lock   rolled back: CAS W→0
+//	(StepLocked)         records; log: none or another's         (or Sweep) after the lease
+//	validation           same                                    same                        rolled back
+//	(StepValidated)
+//	log written          locks; complete log naming W             same, or Recover(id)        rolled forward
+//	(StepLogged)
+//	half the writes      some copies with new images, all         same                        rolled forward: the
+//	(StepHalfWritten)    still locked by W                                                    rest written, all unlocked
+//	half the unlocks     all images written; some copies          same                        rolled forward (unlocked
+//	(StepHalfUnlocked)   unlocked (readable), others locked                                   copies skipped: CAS fails)
+//	all unlocked         an untruncated log                       nobody needed (Recover: a   committed
+//	(StepCommitted)                                               no-op, frees the id)
+//
+// Config.Hook stops a coordinator at any of these steps (the fault tests
+// on the loop transport, and a process-kill harness over tcp).
+//
+// # Issuing post lists
+//
+// The protocol builds its lists and hands each phase to an issuer
+// (issue.go): round posts them and returns when all completed — one round
+// trip. The direct issuer (conn.go) posts on one QP per node and routes
+// completions by wr_id to the waiting coordinator. Smart-DTX plugs in a
+// second issuer whose rounds are posted by a smart.Task (work-request
+// credits, the coroutine throttle) and whose lock rounds back off on CAS
+// failure, with no change to the protocol.
+//
+// Files: layout.go (Layout, region offsets), slot.go (slot format),
+// lockword.go (lock words, leases), logrec.go (log record), issue.go (the
+// issuer seam, work-request builders), conn.go (direct issuer), coord.go
+// (coordinator contexts and their buffers), db.go (Config, Dial, Close,
+// claims), tx.go (execution: reads, hitchhiked locking), lookup.go (slot
+// lookup), commit.go (validate, log, coalescent commit), recovery.go
+// (roll forward/back, Recover), sweep.go (Sweep), hook.go (crash steps),
+// stats.go.
+package ford
