@@ -348,16 +348,17 @@ func TestPerfConnectNoEcho(t *testing.T) {
 func TestNodeSIGINT(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "node", "--log-level", "info", "--uri", "tcp://127.0.0.1:0", "--cm", "127.0.0.1:0", "--metrics", "", "--mem", "64KiB")
 	cmd.Env = append(os.Environ(), "RDMAKIT_TEST_MAIN=1")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Not StdoutPipe: Wait would close it once the node exits, and the
+	// node's last line could be lost unread. Through an io.Pipe, Wait
+	// returns once everything the node wrote was taken.
+	stdout, pw := io.Pipe()
+	cmd.Stdout = pw
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill() }) // a failed test leaves no node behind (harmless once it exited)
+	t.Cleanup(func() { cmd.Process.Kill(); pw.Close() }) // a failed test leaves no node behind (harmless once it exited)
 	var out lockedBuffer
 	info := readAnnouncement(t, stdout, &out)
 	if info.Metrics != "" || len(info.Regions) != 1 {
@@ -387,6 +388,11 @@ func TestNodeSIGINT(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("the node did not stop on SIGINT")
+	}
+	pw.Close()
+	// The reader took the last line; it may still be copying it.
+	for deadline := time.Now().Add(2 * time.Second); !strings.Contains(out.String(), "stopped after") && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
 	mustContain(t, out.String(), "metrics  off", "rdmakit node: stopped after 1 connections")
 }

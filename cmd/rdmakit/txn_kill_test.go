@@ -159,6 +159,7 @@ type clientLog struct {
 	outcomes []opOutcome
 	errs     []string
 	tail     string // the last lines, for failure reports
+	all      string // every line, for failure reports
 }
 
 func (c *clientProc) log() clientLog {
@@ -168,6 +169,10 @@ func (c *clientProc) log() clientLog {
 	for _, l := range c.lines[max(0, len(c.lines)-8):] {
 		b, _ := json.Marshal(l)
 		g.tail += string(b) + " "
+	}
+	for _, l := range c.lines {
+		b, _ := json.Marshal(l)
+		g.all += string(b) + "\n"
 	}
 	cur := map[int]*workload.SmallBankOp{} // by goroutine
 	done := map[int]bool{}
@@ -289,8 +294,13 @@ func killClients(t *testing.T, protocol string, kills, minCommits int) {
 			t.Fatalf("kill %d: the client did not commit 3 transactions within 30 s", r)
 		}
 		atKill := surv.committed()
-		v.cmd.Wait()
+		// Every line first, then Wait: Wait closes the pipe once the
+		// process is gone, and the lines the reader had not taken yet
+		// (those the client wrote while the reader waited to kill it)
+		// were lost — a transaction committed and not reported, which
+		// the replay took for a half-applied one.
 		<-v.done
+		v.cmd.Wait()
 		g := v.log()
 		if len(g.errs) > 0 {
 			t.Fatalf("kill %d: the client failed before its kill: %v", r, g.errs)
@@ -337,8 +347,8 @@ func killClients(t *testing.T, protocol string, kills, minCommits int) {
 		}
 	}
 	surv.cmd.Process.Signal(os.Interrupt)
+	<-surv.done // every line before Wait closes the pipe
 	surv.cmd.Wait()
-	<-surv.done
 	sg := surv.log()
 	if len(sg.errs) > 0 {
 		t.Errorf("the survivor's transactions failed: %d, first %s", len(sg.errs), sg.errs[0])
@@ -361,6 +371,7 @@ func killClients(t *testing.T, protocol string, kills, minCommits int) {
 		first := survivorCustomers + r*victimCustomers
 		if err := checkReplay(bal, first, bank.Initial(), g); err != nil {
 			t.Errorf("victim %d (customers %d to %d): %v; its last lines: %s", r, first, first+victimCustomers-1, err, g.tail)
+			t.Logf("victim %d's lines:\n%s", r, g.all)
 		}
 	}
 
