@@ -38,7 +38,9 @@ them.
 
 --sweep reads every slot of every copy and recovers each lock whose lease is
 over: rolled forward when its owner's log holds the transaction, released
-otherwise. Locks under a live lease are counted and left alone.
+otherwise. Locks under a live lease are counted and left alone — but with
+--coordinator, that coordinator's are waited out (at most its 1 s lease) and
+recovered: it is dead.
 
 Give the layout flags the nodes were given.`,
 		Example: `  rdmakit txn recover --protocol ford --nodes A,B,C --coordinator 17
@@ -96,7 +98,12 @@ func recoverFord(ctx context.Context, w io.Writer, db *ford.DB, id int, sweep bo
 	if !sweep {
 		return nil
 	}
-	s, err := db.Sweep(ctx)
+	sweepFn := db.Sweep
+	if id >= 0 {
+		// The coordinator's locks too, once their leases are over.
+		sweepFn = func(ctx context.Context) (ford.Swept, error) { return db.SweepCoordinator(ctx, id) }
+	}
+	s, err := sweepFn(ctx)
 	if err != nil {
 		return fmt.Errorf("sweep: %w", err)
 	}
