@@ -179,9 +179,10 @@ func TestTxnBadInput(t *testing.T) {
 }
 
 // TestTxnExperiments runs `rdmakit bench run txn-ycsbt --quick` and
-// txn-peers through the command, so that FaRM and PRISM-TX start their
-// nodes as `rdmakit txn serve` processes: both give a row at every point
-// with a rate, node CPU, round trips and a checked history.
+// txn-peers through the command, so that FaRM, PRISM-TX and FORD start
+// their nodes as `rdmakit txn serve` processes: each gives a row at every
+// point with a rate, node CPU, round trips and a checked history, and
+// txn-peers notes FORD's commit round trips.
 func TestTxnExperiments(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -190,7 +191,7 @@ func TestTxnExperiments(t *testing.T) {
 	checkTxnRows(t, res, 2, "txn-ycsbt")
 	res = runExperiment(t, "txn-peers", "--quick", "--duration", "100ms")
 	checkTxnRows(t, res, 4, "txn-peers")
-	mustContain(t, res.out, "SmallBank's money", "held at the end on:")
+	mustContain(t, res.out, "SmallBank's money", "held at the end on:", "FORD over tcp: its read-write SmallBank commits took", "FORD over shm:")
 }
 
 func checkTxnRows(t *testing.T, res experimentResult, want int, name string) {
@@ -212,7 +213,7 @@ func checkTxnRows(t *testing.T, res experimentResult, want int, name string) {
 			}
 		}
 	}
-	for _, sys := range []string{"FaRM", "PRISM-TX"} {
+	for _, sys := range []string{"FaRM", "PRISM-TX", "FORD"} {
 		if rows[sys] != want {
 			t.Errorf("%s: %s has %d rows, want %d", name, sys, rows[sys], want)
 		}
