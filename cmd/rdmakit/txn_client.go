@@ -75,6 +75,9 @@ type threadKey struct{}
 type reportingDB struct {
 	txn.DB
 	out *lineWriter
+	// dieOnStop kills this process when a commit returns ford.ErrStopped
+	// (its hook stopped it: --die-at).
+	dieOnStop bool
 }
 
 func (d *reportingDB) Begin(ctx context.Context) (txn.Tx, error) {
@@ -83,14 +86,15 @@ func (d *reportingDB) Begin(ctx context.Context) (txn.Tx, error) {
 		return nil, err
 	}
 	t, _ := ctx.Value(threadKey{}).(int)
-	return &reportingTx{Tx: tx, out: d.out, t: t}, nil
+	return &reportingTx{Tx: tx, out: d.out, t: t, dieOnStop: d.dieOnStop}, nil
 }
 
 // reportingTx is a transaction of a reportingDB.
 type reportingTx struct {
 	txn.Tx
-	out *lineWriter
-	t   int
+	out       *lineWriter
+	t         int
+	dieOnStop bool
 }
 
 func (x *reportingTx) Commit() error {
@@ -101,6 +105,9 @@ func (x *reportingTx) Commit() error {
 	}
 	x.out.emit(l)
 	if err := x.Tx.Commit(); err != nil {
+		if x.dieOnStop && errors.Is(err, ford.ErrStopped) {
+			die()
+		}
 		return err
 	}
 	if tr, ok := x.Tx.(txn.Traced); ok {
@@ -128,8 +135,9 @@ commit attempt, with the trace of each committed one, and with its outcome: a
 test that kills this process (kill -9) mid-commit knows what it had committed,
 and what it was committing. FORD: each commit line carries the coordinator id;
 --die-at STEP (locked, validated, logged, half-written, half-unlocked,
-committed) makes the process kill itself (SIGKILL, as kill -9) when a commit
-reaches STEP, from its --die-in'th read-write commit on.`,
+committed) makes the process kill itself (SIGKILL, as kill -9) where a commit
+stops at STEP (ford.Config.Hook: at half-written and half-unlocked, once that
+half has landed), from its --die-in'th read-write commit on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -160,7 +168,7 @@ reaches STEP, from its --die-in'th read-write commit on.`,
 			out := &lineWriter{w: cmd.OutOrStdout()}
 			bank := &workload.SmallBank{Accounts: accounts, HotAccounts: accounts}
 			draw := &workload.SmallBank{Accounts: customers, HotAccounts: customers}
-			rdb := &reportingDB{DB: db, out: out}
+			rdb := &reportingDB{DB: db, out: out, dieOnStop: dieAt != ""}
 			var wg sync.WaitGroup
 			for t := range threads {
 				wg.Add(1)
@@ -208,19 +216,24 @@ reaches STEP, from its --die-in'th read-write commit on.`,
 	return cmd
 }
 
-// dieHook is a FORD hook that kills this process (SIGKILL: no deferred
-// call, no flush, as kill -9) when a commit reaches step, from the
-// in'th read-write commit on (every one passes StepLocked first).
+// dieHook is a FORD hook that stops a commit at step, from the in'th
+// read-write commit on (every one passes StepLocked first): ford leaves
+// the commit there as a crash would (after writing half the copies, or
+// unlocking half, for those steps) and Commit returns ford.ErrStopped,
+// at which the reportingTx kills the process (die).
 func dieHook(step ford.Step, in int) func(ford.Step) bool {
 	var commits atomic.Int64
 	return func(s ford.Step) bool {
 		if s == ford.StepLocked {
 			commits.Add(1)
 		}
-		if s == step && commits.Load() >= int64(in) {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL)
-			select {} // the signal is on its way
-		}
-		return true
+		return s != step || commits.Load() < int64(in)
 	}
+}
+
+// die kills this process with SIGKILL: no deferred call, no flush, as
+// kill -9 from outside.
+func die() {
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal is on its way
 }

@@ -99,9 +99,11 @@ var sweptSome = regexp.MustCompile(`sweep: [1-9][0-9]* expired locks recovered`)
 // log holds nothing of the transaction (at most an older, installed one
 // whose truncation the kill cut off) and the sweep releases its locks;
 // from the log on, the transaction is rolled forward (already installed
-// when it was killed after its last unlock) and the sweep finds nothing.
-// The function it returns checks, after the probe, that the probe had
-// nothing to recover.
+// when it was killed after its last unlock). (The sweep may also recover
+// a survivor's lock whose lease a stall of the machine let expire: the
+// survivor then aborts that transaction.) The function it returns
+// checks, after the probe, that the probe had nothing to recover: the
+// command repaired all the victim left.
 func (b *killBed) recoverFord(r int, step ford.Step, g clientLog) func() {
 	t := b.t
 	if g.coord < 0 {
@@ -124,9 +126,9 @@ func (b *killBed) recoverFord(r int, step ford.Step, g clientLog) func() {
 		ok = ok && (strings.Contains(got, id+"no transaction in its log") || strings.Contains(got, id+"its logged transaction was installed already")) &&
 			sweptSome.MatchString(got)
 	case ford.StepCommitted:
-		ok = ok && strings.Contains(got, id+"its logged transaction was installed already") && strings.Contains(got, "sweep: 0 expired locks recovered")
+		ok = ok && strings.Contains(got, id+"its logged transaction was installed already")
 	default:
-		ok = ok && strings.Contains(got, id+"its logged transaction rolled forward: ") && strings.Contains(got, "sweep: 0 expired locks recovered")
+		ok = ok && strings.Contains(got, id+"its logged transaction rolled forward: ")
 	}
 	if !ok {
 		t.Errorf("kill %d at %v: txn recover said:\n%s", r, step, got)
