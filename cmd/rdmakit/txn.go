@@ -15,6 +15,9 @@ import (
 	"github.com/rdmakit/rdmakit/txn/prismtx"
 )
 
+// farmLogSize is FaRM's --log-size when none is given.
+const farmLogSize = "1MiB"
+
 // errTxnFlag is wrapped by every refusal of a txn command's flags.
 var errTxnFlag = errors.New("txn: bad flag")
 
@@ -76,24 +79,19 @@ type txnServeFlags struct {
 	// PRISM-TX
 	slots  int
 	memory string
-	// FORD (with coordinators and logSize, FORD's defaults when not
-	// given: fordShape)
+	// FORD (with coordinators, and logSize: FORD's default when empty)
 	backups, buckets, valueSize int
 }
 
 // service returns the memnode service of f's protocol (nil for FORD,
 // whose nodes serve plain memory: memory bytes of it), and what it is.
-// changed reports whether a flag was given.
-func (f *txnServeFlags) service(tok string, changed func(string) bool) (svc memnode.NewServiceFunc, memory int64, what string, err error) {
+func (f *txnServeFlags) service(tok string) (svc memnode.NewServiceFunc, memory int64, what string, err error) {
 	if err := checkProtocol(f.protocol); err != nil {
 		return nil, 0, "", err
 	}
 	if f.protocol == protoFord {
-		sh := fordShape{backups: f.backups, buckets: f.buckets, valueSize: f.valueSize, coordinators: fordCoordinators, logSize: fordLogSize}
-		if changed("coordinators") {
-			sh.coordinators = f.coordinators
-		}
-		if changed("log-size") {
+		sh := fordShape{backups: f.backups, buckets: f.buckets, valueSize: f.valueSize, coordinators: f.coordinators, logSize: fordLogSize}
+		if f.logSize != "" {
 			sh.logSize = f.logSize
 		}
 		l, err := sh.layout(0)
@@ -109,6 +107,9 @@ func (f *txnServeFlags) service(tok string, changed func(string) bool) (svc memn
 // serviceOf returns the memnode service of FaRM and PRISM-TX.
 func (f *txnServeFlags) serviceOf(tok string) (memnode.NewServiceFunc, string, error) {
 	if f.protocol == protoFarm {
+		if f.logSize == "" {
+			f.logSize = farmLogSize
+		}
 		logSize, err := parseBytes(f.logSize)
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: --log-size: %w", errTxnFlag, err)
@@ -182,7 +183,7 @@ and clients follow the new epoch (docs/txn.md).`,
 			if err != nil {
 				return err
 			}
-			svc, memory, what, err := f.service(tok, cmd.Flags().Changed)
+			svc, memory, what, err := f.service(tok)
 			if err != nil {
 				return err
 			}
@@ -225,8 +226,8 @@ and clients follow the new epoch (docs/txn.md).`,
 	fl.StringVar(&f.metrics, "metrics", "", "HTTP listen address for Prometheus /metrics; empty disables")
 	fl.DurationVar(&f.probe, "probe", memnode.DefaultProbe, "how often each client is checked (a 0-byte READ); a gone client's QP, CQ and goroutine are freed. 0 disables")
 	fl.IntVar(&f.maxConns, "max-conns", memnode.DefaultMaxClients, "connections served at once (clients and, for FaRM, the other nodes); more are refused")
-	fl.IntVar(&f.coordinators, "coordinators", farm.DefaultMaxClients, fmt.Sprintf("farm: clients (coordinators) with a log ring here at once; ford: coordinator ids (open transactions) with a log area here (default %d)", fordCoordinators))
-	fl.StringVar(&f.logSize, "log-size", "1MiB", "farm: bytes of each coordinator's log ring; ford: of each coordinator's log area (default "+fordLogSize+")")
+	fl.IntVar(&f.coordinators, "coordinators", farm.DefaultMaxClients, "farm: clients (coordinators) with a log ring here at once; ford: coordinator ids (open transactions) with a log area here")
+	fl.StringVar(&f.logSize, "log-size", "", "farm: bytes of each coordinator's log ring (empty: "+farmLogSize+"); ford: of each coordinator's log area (empty: "+fordLogSize+")")
 	fl.DurationVar(&f.lease, "lease", farm.DefaultLease, "farm: how long a transaction may hold a lock before the node recovers it")
 	fl.StringVar(&f.members, "members", "", "farm: the nodes' membership addresses (host:port,…) in layout order: primary failover by raft among them; empty: none")
 	fl.IntVar(&f.slots, "slots", 1<<18, "prism-tx: record slots of the shard (the most keys it holds; keep it about twice the keys)")

@@ -50,8 +50,9 @@ func (s fordShape) layout(nodes int) (ford.Layout, error) {
 	return ford.Layout{F: s.backups, Buckets: buckets, ValueSize: s.valueSize, Coordinators: s.coordinators, LogSize: int(logSize)}, nil
 }
 
-// The defaults of FORD's layout flags that FaRM's serve flags of the
-// same name do not share.
+// The defaults of FORD's --coordinators and --log-size (`txn serve`'s
+// --coordinators default, FaRM's, is the same number; its --log-size,
+// empty, means this for FORD).
 const (
 	fordCoordinators = ford.DefaultCoordinators
 	fordLogSize      = "32KiB"

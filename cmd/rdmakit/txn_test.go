@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rdmakit/rdmakit/bench"
+	"github.com/rdmakit/rdmakit/txn/farm"
 )
 
 // freeTCPAddr returns a loopback address nothing listens on.
@@ -167,6 +168,11 @@ func TestTxnBadInput(t *testing.T) {
 	}
 	if err := checkProtocol("FaRM"); !errors.Is(err, errTxnFlag) {
 		t.Errorf("checkProtocol(FaRM): %v", err)
+	}
+	// `txn serve --coordinators` has one default for both protocols: a
+	// FORD node's must be its clients'.
+	if farm.DefaultMaxClients != fordCoordinators {
+		t.Errorf("txn serve's --coordinators default %d is not FORD clients' %d", farm.DefaultMaxClients, fordCoordinators)
 	}
 	f := txnClientFlags{backups: 1, valueSize: 64}
 	if l, err := f.layout(300000, 3); err != nil || l.Buckets != 1<<18 || l.F != 1 {
