@@ -1,7 +1,7 @@
 // Package txnexp holds the distributed transactions' experiments, which
 // register with the bench harness:
 //
-//   - txn-ycsbt (PRISM's Fig. 10): PRISM-TX next to FaRM on YCSB-T
+//   - txn-ycsbt (PRISM's Fig. 10): PRISM-TX and FORD next to FaRM on YCSB-T
 //     (read-modify-write transactions of 1 to 4 keys) over tcp, keys drawn
 //     by zipf 0.5 to 0.99: committed throughput and median latency against
 //     skew, with p99, aborts, round trips and node CPU per transaction.
@@ -9,7 +9,10 @@
 //     at SERIALIZABLE (bench/peers.StartPostgres), 8 and 32 clients:
 //     throughput, p50, p99, aborted attempts per committed transaction,
 //     round trips and node CPU per committed transaction, each row's rate
-//     against PostgreSQL's.
+//     against PostgreSQL's; FaRM, PRISM-TX and FORD each over tcp and shm.
+//     A note per transport gives FORD's commit round trips on SmallBank
+//     (mean after execution, the most: its bound is 3) and its rate
+//     against FaRM's.
 //
 // A system is a name and a start function (system.go). rdmakit's
 // protocols run as three `rdmakit txn serve` memory nodes, each its own

@@ -17,8 +17,8 @@ import (
 func init() {
 	bench.Register(bench.Experiment{
 		Name: "txn-peers",
-		Description: "SmallBank and TATP on FaRM and PRISM-TX (over tcp and shm) next to PostgreSQL 15 SERIALIZABLE, 8 and 32 clients: throughput, p50, p99, " +
-			"aborts, round trips and node CPU per transaction; serializability and SmallBank's money checked",
+		Description: "SmallBank and TATP on FaRM, PRISM-TX and FORD (over tcp and shm) next to PostgreSQL 15 SERIALIZABLE, 8 and 32 clients: throughput, p50, p99, " +
+			"aborts, round trips and node CPU per transaction (FORD's commit round trips noted); serializability and SmallBank's money checked",
 		Run: func(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 			return runPeers(ctx, env, peerSystems)
 		},
@@ -41,9 +41,14 @@ var peerSystems = []system{
 	{name: pgName, start: startPostgres},
 	{name: "FaRM", start: farmOn(overTCP)},
 	{name: "PRISM-TX", start: prismTXOn(overTCP)},
+	{name: fordName, start: fordOn(overTCP)},
 	{name: "FaRM", start: farmOn(overSHM)},
 	{name: "PRISM-TX", start: prismTXOn(overSHM)},
+	{name: fordName, start: fordOn(overSHM)},
 }
+
+// fordName is FORD's rows' system.
+const fordName = "FORD"
 
 // The sweep.
 var (
@@ -137,6 +142,7 @@ func runPeers(ctx context.Context, env *bench.Env, systems []system) (*bench.Res
 		}
 	}
 	r.Notes = append(append(u.skipped, notes...), u.notes(ctx, pointTime, rounds, checked)...)
+	r.Notes = append(r.Notes, u.fordNotes()...)
 	var ts []string
 	for _, rs := range u.sys {
 		ts = append(ts, rs.sys.name+": "+rs.dep.transport)
@@ -228,7 +234,7 @@ func (u *peerRun) notes(ctx context.Context, pointTime time.Duration, rounds int
 			"Every system runs the same operations (workload.SmallBankOp, workload.TATPOp): rdmakit's protocols through txn.Run, PostgreSQL in SQL. "+
 			"Each point runs %v, %d round(s); every figure is the median of the rounds, spread is (max−min)/median of the rate.",
 			u.sb.NumAccounts(), u.sb.NumHot(), u.tatp.NumSubscribers(), pointTime, rounds),
-		fmt.Sprintf("FaRM and PRISM-TX: %d `rdmakit txn serve` memory nodes, each its own process, over tcp on loopback (the soft NIC as between hosts: every one-sided operation a frame the node's process executes) and over shm (this host's shared memory, as PostgreSQL's clients share its host: READs, WRITEs and atomics done by the client on the node's mapped memory, PRISM's extended operations by the node's process); one client (a txn.DB shared by the client goroutines) in the experiment's process. FaRM keeps each shard on a primary and one backup, PRISM-TX one copy per shard.", nodes),
+		fmt.Sprintf("FaRM, PRISM-TX and FORD: %d `rdmakit txn serve` memory nodes, each its own process, over tcp on loopback (the soft NIC as between hosts: every one-sided operation a frame the node's process executes) and over shm (this host's shared memory, as PostgreSQL's clients share its host: READs, WRITEs and atomics done by the client on the node's mapped memory, PRISM's extended operations by the node's process); one client (a txn.DB shared by the client goroutines) in the experiment's process. FaRM and FORD keep each shard on a primary and one backup (FORD writes both in its commit's one write-and-unlock round), PRISM-TX one copy per shard; FORD's nodes are plain memory (no per-transaction work by their CPUs), its reads from the primary.", nodes),
 		"rate counts committed transactions (rejections by the transaction's own logic, as SmallBank's payment without the funds, are not); p50 and p99 time committed transactions from their first attempt to their commit, retries included; aborts is aborted attempts (PostgreSQL: serialization failures and deadlocks) per committed transaction.",
 		"trips is round trips per committed transaction as the protocol's client counts them (see txn-ycsbt's notes); PostgreSQL's are not counted (n/a): each statement, BEGIN and COMMIT is one round trip on its socket.",
 		"node_cpu is the servers' processes' utime+stime (/proc/PID/stat, 10 ms ticks: the memory nodes; PostgreSQL's postmaster, background processes and backends) over the point divided by its committed transactions.",
@@ -273,4 +279,38 @@ func (u *peerRun) notes(ctx context.Context, pointTime time.Duration, rounds int
 		notes = append(notes, fmt.Sprintf("PostgreSQL %s (Debian postgresql-15): a fresh cluster started by the experiment (peers.StartPostgres) in a temporary directory, fsync, synchronous_commit and full_page_writes off, a unix socket only; every transaction at SERIALIZABLE through pgx/v5, one connection per client, run again on serialization failures.", v))
 	}
 	return append(notes, "The machine's cores are shared by every server and the clients: the figures are what this box gives, for comparing the systems in one run, not absolute speeds.")
+}
+
+// fordNotes state FORD's commit round trips on SmallBank (the issue's
+// bound: at most three after execution) and its throughput against
+// FaRM's, per transport.
+func (u *peerRun) fordNotes() []string {
+	var notes []string
+	top := slices.Max(peerClients)
+	for _, rs := range u.sys {
+		if rs.sys.name != fordName || rs.dep.commitTrips == nil {
+			continue
+		}
+		var rounds, txns uint64
+		for _, c := range peerClients {
+			for _, sm := range rs.samples[peerPoint("SmallBank", c)] {
+				rounds += sm.commitRounds
+				txns += sm.commitTxns
+			}
+		}
+		_, _, most := rs.dep.commitTrips()
+		n := fmt.Sprintf("FORD over %s: its read-write SmallBank commits took %.2f round trips on average after execution (validate the records only read, WRITE the redo log, write-and-unlock every copy; %d commits measured), "+
+			"and no commit of the run took more than %d (SmallBank, TATP and loading; FORD's bound is 3). trips counts execution too: a READ per record read, a lock-and-read list per record written.",
+			rs.dep.transport, float64(rounds)/float64(max(txns, 1)), txns, most)
+		for _, f := range u.sys {
+			if f.sys.name == "FaRM" && f.dep.transport == rs.dep.transport {
+				fr, fo := medians(f.samples[peerPoint("SmallBank", top)]).rate, medians(rs.samples[peerPoint("SmallBank", top)]).rate
+				if fr > 0 {
+					n += fmt.Sprintf(" SmallBank at %d clients: FORD %.2f× FaRM's rate, same run.", top, fo/fr)
+				}
+			}
+		}
+		notes = append(notes, n)
+	}
+	return notes
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/rdmakit/rdmakit/bench"
 	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/txn/farm"
+	"github.com/rdmakit/rdmakit/txn/ford"
 	"github.com/rdmakit/rdmakit/txn/prismtx"
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -168,5 +169,36 @@ func prismTXOn(transport string) func(context.Context, *bench.Env, dbSize) (*dep
 			return nil, fmt.Errorf("PRISM-TX: connect: %w", err)
 		}
 		return deploy(transport, ss, dev, db, func() (uint64, uint64) { s := db.Stats(); return s.Commits, s.RoundTrips }), nil
+	}
+}
+
+// fordOn deploys FORD over transport: three plain memory nodes (`txn
+// serve --protocol ford`, a region sized for the layout), each shard
+// with one backup, laid out for size; the client formats them.
+func fordOn(transport string) func(context.Context, *bench.Env, dbSize) (*deployment, error) {
+	return func(ctx context.Context, env *bench.Env, size dbSize) (*deployment, error) {
+		l := ford.Layout{F: 1, Buckets: perShard(size), ValueSize: size.valueSize}
+		ss, tok, clientDev, err := startNodes(ctx, env, "ford", transport, "--backups", strconv.Itoa(l.F),
+			"--buckets", strconv.Itoa(l.Buckets), "--value-size", strconv.Itoa(l.ValueSize))
+		if err != nil {
+			return nil, err
+		}
+		dev, err := verbs.Open(clientDev)
+		if err != nil {
+			stopServers(ss)
+			return nil, err
+		}
+		db, err := ford.Dial(ctx, ford.Config{Dev: dev, Nodes: addrs(ss), Token: tok, Layout: l})
+		if err != nil {
+			dev.Close()
+			stopServers(ss)
+			return nil, fmt.Errorf("FORD: connect: %w", err)
+		}
+		d := deploy(transport, ss, dev, db, func() (uint64, uint64) { s := db.Stats(); return s.Commits, s.Rounds })
+		d.commitTrips = func() (uint64, uint64, uint64) {
+			s := db.Stats()
+			return s.CommitRounds, s.ReadWrite, s.MaxCommitRounds
+		}
+		return d, nil
 	}
 }

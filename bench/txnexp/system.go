@@ -43,6 +43,10 @@ type deployment struct {
 	// far.
 	db       txn.DB
 	counters func() (commits, trips uint64)
+	// commitTrips, when not nil (FORD), counts the round trips of the
+	// client's read-write commits after execution: summed, their
+	// commits, and the most one took so far.
+	commitTrips func() (rounds, commits, most uint64)
 	// pg is PostgreSQL's connection pool.
 	pg *peers.PGTxn
 	// stop ends the servers and removes what they left behind. It is
@@ -104,6 +108,9 @@ type sample struct {
 	trips, nodeCPU  float64 // per committed transaction; NaN: unknown
 	checked         int     // transactions in the history checked after it (0: not traced)
 	unknown, failed int64
+	// commitRounds and commitTxns are the point's share of
+	// deployment.commitTrips' sums (0 without it).
+	commitRounds, commitTxns uint64
 }
 
 // cpu sums the CPU time the processes pids have used; NaN if one cannot
@@ -130,18 +137,24 @@ func measure(ctx context.Context, dep *deployment, run runFunc, h *check.History
 	if dep.counters != nil {
 		trips = dep.counters
 	}
+	commitTrips := func() (uint64, uint64, uint64) { return 0, 0, 0 }
+	if dep.commitTrips != nil {
+		commitTrips = dep.commitTrips
+	}
 	c0, t0 := trips()
+	r0, n0, _ := commitTrips()
 	cpu0 := cpu(pids)
 	res, err := run(rctx, workload.TxnRun{Threads: threads, Duration: d})
 	cpu1 := cpu(pids)
 	c1, t1 := trips()
+	r1, n1, _ := commitTrips()
 	if err == nil {
 		err = ctx.Err() // a cut-short point is no figure
 	}
 	if err != nil {
 		return sample{}, err
 	}
-	s := sample{res: res, trips: math.NaN(), unknown: res.Unknown, failed: res.Failed}
+	s := sample{res: res, trips: math.NaN(), unknown: res.Unknown, failed: res.Failed, commitRounds: r1 - r0, commitTxns: n1 - n0}
 	if dep.counters != nil && c1 > c0 {
 		s.trips = float64(t1-t0) / float64(c1-c0)
 	}

@@ -15,7 +15,7 @@ import (
 func init() {
 	bench.Register(bench.Experiment{
 		Name: "txn-ycsbt",
-		Description: "PRISM-TX next to FaRM on YCSB-T over tcp (PRISM Fig. 10): committed throughput and median latency against zipf skew " +
+		Description: "PRISM-TX and FORD next to FaRM on YCSB-T over tcp (PRISM Fig. 10): committed throughput and median latency against zipf skew " +
 			"0.5 to 0.99, p99, aborts, round trips and node CPU per transaction; every point checked for serializability",
 		Run: func(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 			return runYCSBT(ctx, env, ycsbtSystems)
@@ -36,6 +36,7 @@ var ycsbtColumns = []bench.Column{
 var ycsbtSystems = []system{
 	{name: "FaRM", start: farmOn(overTCP)},
 	{name: "PRISM-TX", start: prismTXOn(overTCP)},
+	{name: fordName, start: fordOn(overTCP)},
 }
 
 // The sweep and the run's shape.
@@ -104,7 +105,7 @@ func runYCSBT(ctx context.Context, env *bench.Env, systems []system) (*bench.Res
 			}
 		}
 	}
-	r := &bench.Result{Name: "txn-ycsbt", Title: "PRISM-TX vs FaRM on YCSB-T against zipf skew (3 memory nodes over tcp)", Columns: ycsbtColumns}
+	r := &bench.Result{Name: "txn-ycsbt", Title: "PRISM-TX and FORD vs FaRM on YCSB-T against zipf skew (3 memory nodes over tcp)", Columns: ycsbtColumns}
 	var notes []string
 	ref := findRunning(sys, "FaRM")
 	for _, z := range zs {
@@ -153,10 +154,10 @@ func ycsbtNotes(sys []*running, zs []float64, keys int64, pointTime time.Duratio
 			"Each point runs %v, %d round(s); every figure is the median of the rounds and spread is (max−min)/median of the rate.",
 			nodes, ycsbtClients, keys, pointTime, rounds),
 		"rate counts committed transactions; p50 and p99 are the latencies of committed transactions from their first attempt to their commit, aborted attempts and backoff included; aborts is aborted attempts per committed transaction.",
-		"trips is round trips per committed transaction as each client counts them, reads included: PRISM-TX counts the steps committed transactions waited for (a GET, prepare, the decision; installation runs after Commit returns); FaRM counts every READ list, log WRITE list and LOCK RPC of all its attempts, aborted ones included, divided by the commits.",
+		"trips is round trips per committed transaction as each client counts them, reads included: PRISM-TX counts the steps committed transactions waited for (a GET, prepare, the decision; installation runs after Commit returns); FaRM counts every READ list, log WRITE list and LOCK RPC of all its attempts, aborted ones included, divided by the commits; FORD every round (a set of post lists posted at once and waited for: a READ, a lock-and-read, validate, log, write-and-unlock) of all its attempts, divided by the commits.",
 		"node_cpu is the memory nodes' processes' utime+stime (/proc/PID/stat, 10 ms ticks) over the point divided by its committed transactions: FaRM's nodes run LOCK and install records; PRISM-TX's only restock free lists and recycle replaced versions.",
 		"checked is the transactions of the history check.Serializable found serializable after the point: every committed transaction of the system so far, loading included (a cycle, or a version read that no committed transaction wrote, fails the run).",
-		"FaRM keeps each shard on a primary and one backup (primary-backup replication); PRISM-TX keeps one copy per shard, as in the paper.",
+		"FaRM keeps each shard on a primary and one backup (primary-backup replication); FORD too (every copy locked and written one-sided, the nodes' CPUs idle); PRISM-TX keeps one copy per shard, as in the paper.",
 	}
 	farm, prism := findRunning(sys, "FaRM"), findRunning(sys, "PRISM-TX")
 	if farm != nil && prism != nil {

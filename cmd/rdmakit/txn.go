@@ -15,6 +15,9 @@ import (
 	"github.com/rdmakit/rdmakit/txn/prismtx"
 )
 
+// farmLogSize is FaRM's --log-size when none is given.
+const farmLogSize = "1MiB"
+
 // errTxnFlag is wrapped by every refusal of a txn command's flags.
 var errTxnFlag = errors.New("txn: bad flag")
 
@@ -22,13 +25,14 @@ var errTxnFlag = errors.New("txn: bad flag")
 const (
 	protoFarm    = "farm"
 	protoPrismTX = "prism-tx"
+	protoFord    = "ford"
 )
 
 // checkProtocol returns an error wrapping errTxnFlag unless p names a
 // protocol.
 func checkProtocol(p string) error {
-	if p != protoFarm && p != protoPrismTX {
-		return fmt.Errorf("%w: --protocol %q: want farm or prism-tx", errTxnFlag, p)
+	if p != protoFarm && p != protoPrismTX && p != protoFord {
+		return fmt.Errorf("%w: --protocol %q: want farm, prism-tx or ford", errTxnFlag, p)
 	}
 	return nil
 }
@@ -36,7 +40,7 @@ func checkProtocol(p string) error {
 func newTxnCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "txn",
-		Short: "Distributed transactions on remote memory: serve a memory node, benchmark FaRM and PRISM-TX",
+		Short: "Distributed transactions on remote memory: serve a memory node, benchmark FaRM, PRISM-TX and FORD, recover FORD",
 		Long: `A transactional database is records sharded over memory nodes by a hash of their
 key (at least three nodes); every node of one database serves one protocol:
 
@@ -49,10 +53,15 @@ key (at least three nodes); every node of one database serves one protocol:
 farm is FaRM (lock, validate, commit to backups, commit to primaries; each
 shard on a primary and --backups backups); prism-tx is PRISM-TX (timestamps,
 validation by enhanced CAS, installation by ALLOCATE and a greater-than CAS:
-no node CPU per transaction; one copy per shard). The data lives only in the
-nodes' memory: a node that restarts comes back empty. See docs/txn.md.`,
+no node CPU per transaction; one copy per shard); ford is FORD (every step
+one-sided on plain memory nodes: hitchhiked locking, validation, a redo log
+on the coordinator's log node, coalescent commit to the primary and
+--backups backups; give the nodes and the clients the same layout flags).
+A dead FORD client's locks are recovered by the clients that meet them, or
+by 'txn recover'. The data lives only in the nodes' memory: a node that
+restarts comes back empty. See docs/txn.md.`,
 	}
-	cmd.AddCommand(newTxnServeCmd(), newTxnBenchCmd(), newTxnClientCmd())
+	cmd.AddCommand(newTxnServeCmd(), newTxnBenchCmd(), newTxnClientCmd(), newTxnRecoverCmd())
 	return cmd
 }
 
@@ -70,14 +79,37 @@ type txnServeFlags struct {
 	// PRISM-TX
 	slots  int
 	memory string
+	// FORD (with coordinators, and logSize: FORD's default when empty)
+	backups, buckets, valueSize int
 }
 
-// service returns the memnode service of f's protocol.
-func (f *txnServeFlags) service(tok string) (memnode.NewServiceFunc, string, error) {
+// service returns the memnode service of f's protocol (nil for FORD,
+// whose nodes serve plain memory: memory bytes of it), and what it is.
+func (f *txnServeFlags) service(tok string) (svc memnode.NewServiceFunc, memory int64, what string, err error) {
 	if err := checkProtocol(f.protocol); err != nil {
-		return nil, "", err
+		return nil, 0, "", err
 	}
+	if f.protocol == protoFord {
+		sh := fordShape{backups: f.backups, buckets: f.buckets, valueSize: f.valueSize, coordinators: f.coordinators, logSize: fordLogSize}
+		if f.logSize != "" {
+			sh.logSize = f.logSize
+		}
+		l, err := sh.layout(0)
+		if err != nil {
+			return nil, 0, "", err
+		}
+		return nil, l.NodeBytes(), fmt.Sprintf("a FORD memory node (%d bytes: %d buckets per copy, %d copies)", l.NodeBytes(), l.Buckets, l.F+1), nil
+	}
+	svc, what, err = f.serviceOf(tok)
+	return svc, 0, what, err
+}
+
+// serviceOf returns the memnode service of FaRM and PRISM-TX.
+func (f *txnServeFlags) serviceOf(tok string) (memnode.NewServiceFunc, string, error) {
 	if f.protocol == protoFarm {
+		if f.logSize == "" {
+			f.logSize = farmLogSize
+		}
 		logSize, err := parseBytes(f.logSize)
 		if err != nil {
 			return nil, "", fmt.Errorf("%w: --log-size: %w", errTxnFlag, err)
@@ -125,7 +157,10 @@ func newTxnServeCmd() *cobra.Command {
 		Long: `serve holds one shard of a database (FaRM: its primary copy and --backups
 backup copies of others, laid out by the first 'txn bench --load' or client
 that creates the database; PRISM-TX: --slots records and --memory bytes of
-versions) in the memory of a verbs device (--device), for the clients that
+versions; FORD: one plain memory region of the size the layout flags
+--backups, --buckets, --value-size, --coordinators and --log-size ask for,
+the same flags every client is given — the node's CPU does nothing per
+transaction) in the memory of a verbs device (--device), for the clients that
 connect through the connection manager at --listen, until SIGINT or SIGTERM.
 A client must present the token (--token, --token-file or $RDMAKIT_TOKEN) when
 the node has one; FaRM nodes present it to each other too, when they recover
@@ -138,6 +173,9 @@ database at position i). The nodes then hold the database's configuration
 (epoch, primary and backups per shard) in a raft group among themselves;
 when a node falls silent for the lease, its shards' first backups take over
 and clients follow the new epoch (docs/txn.md).`,
+		Example: `  rdmakit txn serve --protocol farm --listen 127.0.0.1:7491
+  rdmakit txn serve --protocol prism-tx --listen 127.0.0.1:7491 --slots 262144 --memory 256MiB
+  rdmakit txn serve --protocol ford --listen 127.0.0.1:7491 --buckets 262144 --token-file tok`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -145,7 +183,7 @@ and clients follow the new epoch (docs/txn.md).`,
 			if err != nil {
 				return err
 			}
-			svc, what, err := f.service(tok)
+			svc, memory, what, err := f.service(tok)
 			if err != nil {
 				return err
 			}
@@ -168,7 +206,7 @@ and clients follow the new epoch (docs/txn.md).`,
 				device = "tcp://" + host + ":0"
 			}
 			srv, err := memnode.Start(ctx, memnode.Config{Device: device, CM: listen, Metrics: f.metrics, Token: tok, Probe: probe,
-				MaxClients: f.maxConns, NewService: svc, Logger: slog.Default()})
+				MaxClients: f.maxConns, NewService: svc, Memory: memory, Logger: slog.Default()})
 			if err != nil {
 				return err
 			}
@@ -182,18 +220,21 @@ and clients follow the new epoch (docs/txn.md).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.protocol, "protocol", "", "the database's protocol: farm or prism-tx (required)")
+	fl.StringVar(&f.protocol, "protocol", "", "the database's protocol: farm, prism-tx or ford (required)")
 	fl.StringVar(&f.device, "device", "", "verbs device the node's memory is reached through (default tcp://<--listen host>:0)")
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:7490", "connection manager address clients dial (host:port or tcp://host:port)")
 	fl.StringVar(&f.metrics, "metrics", "", "HTTP listen address for Prometheus /metrics; empty disables")
 	fl.DurationVar(&f.probe, "probe", memnode.DefaultProbe, "how often each client is checked (a 0-byte READ); a gone client's QP, CQ and goroutine are freed. 0 disables")
 	fl.IntVar(&f.maxConns, "max-conns", memnode.DefaultMaxClients, "connections served at once (clients and, for FaRM, the other nodes); more are refused")
-	fl.IntVar(&f.coordinators, "coordinators", farm.DefaultMaxClients, "farm: clients (coordinators) with a log ring here at once")
-	fl.StringVar(&f.logSize, "log-size", "1MiB", "farm: bytes of each coordinator's log ring")
+	fl.IntVar(&f.coordinators, "coordinators", farm.DefaultMaxClients, "farm: clients (coordinators) with a log ring here at once; ford: coordinator ids (open transactions) with a log area here")
+	fl.StringVar(&f.logSize, "log-size", "", "farm: bytes of each coordinator's log ring (empty: "+farmLogSize+"); ford: of each coordinator's log area (empty: "+fordLogSize+")")
 	fl.DurationVar(&f.lease, "lease", farm.DefaultLease, "farm: how long a transaction may hold a lock before the node recovers it")
 	fl.StringVar(&f.members, "members", "", "farm: the nodes' membership addresses (host:port,…) in layout order: primary failover by raft among them; empty: none")
 	fl.IntVar(&f.slots, "slots", 1<<18, "prism-tx: record slots of the shard (the most keys it holds; keep it about twice the keys)")
 	fl.StringVar(&f.memory, "memory", "256MiB", "prism-tx: bytes of record versions")
+	fl.IntVar(&f.backups, "backups", 1, "ford: backup copies of each shard (the clients' --backups)")
+	fl.IntVar(&f.buckets, "buckets", 0, fmt.Sprintf("ford: record slots of each shard's copy (the clients' --buckets; default %d)", fordBuckets))
+	fl.IntVar(&f.valueSize, "value-size", 64, "ford: the largest value a record holds (the clients' --value-size)")
 	f.token.add(fl, "auth token clients must present (also passed to the device as token=)")
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmakit/rdmakit/check"
 	"github.com/rdmakit/rdmakit/txn"
+	"github.com/rdmakit/rdmakit/txn/ford"
 	"github.com/rdmakit/rdmakit/workload"
 )
 
@@ -92,14 +93,17 @@ a time each, aborted ones retried) for --duration through one client of the
 database, and prints committed transactions per second, the latency of
 committed transactions (first attempt to commit, retries included), aborted
 attempts by reason, and round trips per committed transaction as the protocol
-counts them. --load writes the workload's records first (FaRM: it creates the
-database, laid out for them). --check records the version every committed
+counts them (FORD: also its commit's round trips after execution, mean and
+most). --load writes the workload's records first (FaRM: it creates the
+database, laid out for them; FORD: the nodes were laid out by their flags,
+which must leave --buckets at about twice the records per shard). --check records the version every committed
 transaction read and wrote and checks the history for serializability
 (check.Serializable: no cycle in the direct serialization graph, no version
 read that no committed transaction wrote), and for SmallBank that the money in
 the bank is the initial money plus the committed deposits minus the
 withdrawals; it needs --load. A failed check exits with an error.`,
 		Example: `  rdmakit txn bench --protocol prism-tx --nodes A,B,C --workload smallbank --load --check
+  rdmakit txn bench --protocol ford --nodes A,B,C --workload tatp --load --backup-reads --buckets 1048576
   rdmakit txn bench --protocol farm --nodes A,B,C --workload ycsb-t --zipf 0.99 --clients 16 --duration 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -129,7 +133,13 @@ withdrawals; it needs --load. A failed check exits with an error.`,
 			}
 			defer db.Close()
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s, %d clients, %v\n", f.protocol, spec.title, o.clients, o.duration)
-			return spec.run(ctx, cmd.OutOrStdout(), db, trips, o)
+			err = spec.run(ctx, cmd.OutOrStdout(), db, trips, o)
+			if fdb, ok := db.(*ford.DB); ok && err == nil {
+				s := fdb.Stats()
+				fmt.Fprintf(cmd.OutOrStdout(), "commit trips  %.2f mean, %d most per read-write commit after execution (validate, log, write-and-unlock; %d commits, loading included)\n",
+					float64(s.CommitRounds)/float64(max(s.ReadWrite, 1)), s.MaxCommitRounds, s.ReadWrite)
+			}
+			return err
 		},
 	}
 	f.add(cmd)

@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"os"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/rdmakit/rdmakit/txn"
+	"github.com/rdmakit/rdmakit/txn/ford"
 	"github.com/rdmakit/rdmakit/workload"
 )
 
@@ -26,6 +30,7 @@ type txnClientLine struct {
 	T        int                   `json:"t"`
 	Op       *workload.SmallBankOp `json:"op,omitempty"`
 	Commit   bool                  `json:"commit,omitempty"`
+	Coord    *int                  `json:"coord,omitempty"` // FORD: the coordinator id committing
 	Reads    []txn.Access          `json:"r,omitempty"`
 	Writes   []txn.Access          `json:"w,omitempty"`
 	Traced   bool                  `json:"traced,omitempty"`
@@ -70,6 +75,9 @@ type threadKey struct{}
 type reportingDB struct {
 	txn.DB
 	out *lineWriter
+	// dieOnStop kills this process when a commit returns ford.ErrStopped
+	// (its hook stopped it: --die-at).
+	dieOnStop bool
 }
 
 func (d *reportingDB) Begin(ctx context.Context) (txn.Tx, error) {
@@ -78,19 +86,28 @@ func (d *reportingDB) Begin(ctx context.Context) (txn.Tx, error) {
 		return nil, err
 	}
 	t, _ := ctx.Value(threadKey{}).(int)
-	return &reportingTx{Tx: tx, out: d.out, t: t}, nil
+	return &reportingTx{Tx: tx, out: d.out, t: t, dieOnStop: d.dieOnStop}, nil
 }
 
 // reportingTx is a transaction of a reportingDB.
 type reportingTx struct {
 	txn.Tx
-	out *lineWriter
-	t   int
+	out       *lineWriter
+	t         int
+	dieOnStop bool
 }
 
 func (x *reportingTx) Commit() error {
-	x.out.emit(txnClientLine{T: x.t, Commit: true})
+	l := txnClientLine{T: x.t, Commit: true}
+	if c, ok := x.Tx.(interface{ Coordinator() int }); ok {
+		id := c.Coordinator()
+		l.Coord = &id
+	}
+	x.out.emit(l)
 	if err := x.Tx.Commit(); err != nil {
+		if x.dieOnStop && errors.Is(err, ford.ErrStopped) {
+			die()
+		}
 		return err
 	}
 	if tr, ok := x.Tx.(txn.Traced); ok {
@@ -104,6 +121,8 @@ func newTxnClientCmd() *cobra.Command {
 	var f txnClientFlags
 	var accounts, first, customers, threads int
 	var seed int64
+	var dieAt string
+	var dieIn int
 	cmd := &cobra.Command{
 		Use:    "client",
 		Short:  "Run SmallBank on a range of customers and report every transaction as a JSON line (for fault tests)",
@@ -114,7 +133,11 @@ until SIGINT or SIGTERM, after which each goroutine finishes the transaction it
 runs. It writes a JSON line (txnClientLine) before each transaction, at each
 commit attempt, with the trace of each committed one, and with its outcome: a
 test that kills this process (kill -9) mid-commit knows what it had committed,
-and what it was committing.`,
+and what it was committing. FORD: each commit line carries the coordinator id;
+--die-at STEP (locked, validated, logged, half-written, half-unlocked,
+committed) makes the process kill itself (SIGKILL, as kill -9) where a commit
+stops at STEP (ford.Config.Hook: at half-written and half-unlocked, once that
+half has landed), from its --die-in'th read-write commit on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -124,6 +147,19 @@ and what it was committing.`,
 			case threads <= 0 || threads > 256:
 				return fmt.Errorf("%w: --threads %d: want 1 to 256", errTxnFlag, threads)
 			}
+			if dieIn < 1 {
+				return fmt.Errorf("%w: --die-in %d: want at least 1", errTxnFlag, dieIn)
+			}
+			if dieAt != "" {
+				if f.protocol != protoFord {
+					return fmt.Errorf("%w: --die-at is for --protocol ford", errTxnFlag)
+				}
+				step, err := fordStep(dieAt)
+				if err != nil {
+					return err
+				}
+				f.ford.hook = dieHook(step, dieIn)
+			}
 			db, _, err := f.open(ctx, 0)
 			if err != nil {
 				return err
@@ -132,7 +168,7 @@ and what it was committing.`,
 			out := &lineWriter{w: cmd.OutOrStdout()}
 			bank := &workload.SmallBank{Accounts: accounts, HotAccounts: accounts}
 			draw := &workload.SmallBank{Accounts: customers, HotAccounts: customers}
-			rdb := &reportingDB{DB: db, out: out}
+			rdb := &reportingDB{DB: db, out: out, dieOnStop: dieAt != ""}
 			var wg sync.WaitGroup
 			for t := range threads {
 				wg.Add(1)
@@ -175,5 +211,29 @@ and what it was committing.`,
 	fl.IntVar(&customers, "customers", 1000, "how many customers from --first on they use")
 	fl.IntVar(&threads, "threads", 1, "goroutines, one transaction at a time each")
 	fl.Int64Var(&seed, "seed", 1, "seed of the transactions drawn")
+	fl.StringVar(&dieAt, "die-at", "", "ford: kill this process (SIGKILL) when a commit reaches this step")
+	fl.IntVar(&dieIn, "die-in", 1, "ford, with --die-at: from which read-write commit on (1: the first)")
 	return cmd
+}
+
+// dieHook is a FORD hook that stops a commit at step, from the in'th
+// read-write commit on (every one passes StepLocked first): ford leaves
+// the commit there as a crash would (after writing half the copies, or
+// unlocking half, for those steps) and Commit returns ford.ErrStopped,
+// at which the reportingTx kills the process (die).
+func dieHook(step ford.Step, in int) func(ford.Step) bool {
+	var commits atomic.Int64
+	return func(s ford.Step) bool {
+		if s == ford.StepLocked {
+			commits.Add(1)
+		}
+		return s != step || commits.Load() < int64(in)
+	}
+}
+
+// die kills this process with SIGKILL: no deferred call, no flush, as
+// kill -9 from outside.
+func die() {
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal is on its way
 }

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/rdmakit/rdmakit/bench"
 	"github.com/rdmakit/rdmakit/check"
 	"github.com/rdmakit/rdmakit/txn"
@@ -154,6 +156,9 @@ type clientLog struct {
 	delta        int64
 	inflight     *workload.SmallBankOp
 	inflightDone bool
+	// coord is the coordinator id of its last commit line (FORD), -1
+	// for none.
+	coord int
 	// outcomes are its finished operations in the order they finished:
 	// committed or rejected by their own logic.
 	outcomes []opOutcome
@@ -165,7 +170,7 @@ type clientLog struct {
 func (c *clientProc) log() clientLog {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var g clientLog
+	g := clientLog{coord: -1}
 	for _, l := range c.lines[max(0, len(c.lines)-8):] {
 		b, _ := json.Marshal(l)
 		g.tail += string(b) + " "
@@ -178,6 +183,10 @@ func (c *clientProc) log() clientLog {
 	done := map[int]bool{}
 	for _, l := range c.lines {
 		switch {
+		case l.Commit:
+			if l.Coord != nil {
+				g.coord = *l.Coord
+			}
 		case l.Op != nil:
 			cur[l.T], done[l.T] = l.Op, false
 		case l.Traced:
@@ -215,28 +224,81 @@ func TestTxnKilledClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
-	kills := 3
-	if v := os.Getenv(killsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q: want a positive number", killsEnv, v)
-		}
-		kills = n
-	}
-	minCommits := 0
-	if v := os.Getenv(commitsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			t.Fatalf("%s=%q: want a number", commitsEnv, v)
-		}
-		minCommits = n
-	}
+	kills, minCommits := envCount(t, killsEnv, 3, 1), envCount(t, commitsEnv, 0, 0)
 	for _, p := range []string{protoFarm, protoPrismTX} {
 		t.Run(p, func(t *testing.T) { killClients(t, p, kills, minCommits) })
 	}
 }
 
+// envCount is the number in the environment variable name, def when it
+// is not set; below least, or not a number, fails the test.
+func envCount(t *testing.T, name string, def, least int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		t.Fatalf("%s=%q: want a number from %d on", name, v, least)
+	}
+	return n
+}
+
 func killClients(t *testing.T, protocol string, kills, minCommits int) {
+	b := newKillBed(t, protocol, kills, []string{"--slots", "8192", "--memory", "32MiB"}, nil)
+	for r := range kills {
+		v := b.startVictim(r, 3)
+		select {
+		case <-v.killed:
+		case <-time.After(30 * time.Second):
+			v.cmd.Process.Kill()
+			t.Fatalf("kill %d: the client did not commit 3 transactions within 30 s", r)
+		}
+		atKill := b.surv.committed()
+		// Every line first, then Wait: Wait closes the pipe once the
+		// process is gone, and the lines the reader had not taken yet
+		// (those the client wrote while the reader waited to kill it)
+		// were lost — a transaction committed and not reported, which
+		// the replay took for a half-applied one.
+		<-v.done
+		v.cmd.Wait()
+		b.afterKill(r, v, atKill, nil)
+	}
+	b.finish(minCommits)
+}
+
+// killBed is one run of a kill test over tcp: three `txn serve` node
+// processes, a bank loaded for a survivor and the victims, the survivor
+// (a `txn client` process running SmallBank on its customers), a client
+// in the test process that probes the victims' keys after each kill and
+// reads the balances at the end, and what the victims said.
+type killBed struct {
+	t        *testing.T
+	protocol string
+	tok      string
+	common   []string // every client process's flags
+	accounts int
+	bank     *workload.SmallBank
+	db       txn.DB
+	hist     *check.History
+	surv     *clientProc
+	probes   *tracingDB
+	victims  []clientLog
+	start    time.Time
+	// maxProbe is the slowest probe; blocked counts the probes that
+	// waited for a lease (the kill left a lock or a prepared
+	// timestamp); inflightCommitted the victims whose transaction under
+	// way was reported committed before the kill.
+	maxProbe                   time.Duration
+	blocked, inflightCommitted int
+}
+
+// newKillBed starts the nodes (serve: protocol-specific `txn serve`
+// flags), loads a bank for victims victims and starts the survivor,
+// returning once it has committed 10 transactions. client are
+// protocol-specific flags of every client, processes and the test's own.
+func newKillBed(t *testing.T, protocol string, victims int, serve, client []string) *killBed {
 	ctx := t.Context()
 	env := &bench.Env{Options: bench.Options{Command: selfCommand}}
 	tok, err := bench.NewToken()
@@ -245,8 +307,7 @@ func killClients(t *testing.T, protocol string, kills, minCommits int) {
 	}
 	var addrs []string
 	for range 3 {
-		s, err := bench.StartServer(ctx, env, tok, "txn", "serve", "--protocol", protocol, "--listen", "127.0.0.1:0",
-			"--slots", "8192", "--memory", "32MiB", "--metrics", "")
+		s, err := bench.StartServer(ctx, env, tok, append([]string{"txn", "serve", "--protocol", protocol, "--listen", "127.0.0.1:0", "--metrics", ""}, serve...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,88 +315,103 @@ func killClients(t *testing.T, protocol string, kills, minCommits int) {
 		addrs = append(addrs, s.Addr)
 	}
 	nodes := strings.Join(addrs, ",")
-	accounts := survivorCustomers + kills*victimCustomers
-	bank := &workload.SmallBank{Accounts: accounts, HotAccounts: accounts}
-	f := txnClientFlags{protocol: protocol, nodes: nodes, device: "tcp://127.0.0.1:0", timeout: 10 * time.Second, backups: 1, valueSize: 64}
+	accounts := survivorCustomers + victims*victimCustomers
+	b := &killBed{t: t, protocol: protocol, tok: tok, accounts: accounts, bank: &workload.SmallBank{Accounts: accounts, HotAccounts: accounts},
+		hist: check.NewHistory(), start: time.Now()}
+	// The test's own client, with the flags' defaults as the processes.
+	var f txnClientFlags
+	cmd := &cobra.Command{}
+	f.add(cmd)
+	if err := cmd.Flags().Parse(append([]string{"--protocol", protocol, "--nodes", nodes}, client...)); err != nil {
+		t.Fatal(err)
+	}
 	f.token.token = tok
-	db, _, err := f.open(ctx, 3*accounts)
-	if err != nil {
+	if b.db, _, err = f.open(ctx, 3*accounts); err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	hist := check.NewHistory()
-	if err := bank.Load(ctx, db, workload.TxnLoad{Trace: hist.Add}); err != nil {
+	t.Cleanup(func() { b.db.Close() })
+	b.probes = &tracingDB{DB: b.db}
+	if err := b.bank.Load(ctx, b.db, workload.TxnLoad{Trace: b.hist.Add}); err != nil {
 		t.Fatal(err)
 	}
-	common := []string{"--protocol", protocol, "--nodes", nodes, "--accounts", strconv.Itoa(accounts)}
-	surv := startClient(t, tok, 0, append(common, "--first", "0", "--customers", strconv.Itoa(survivorCustomers),
+	b.common = append([]string{"--protocol", protocol, "--nodes", nodes, "--accounts", strconv.Itoa(accounts)}, client...)
+	b.surv = startClient(t, tok, 0, append(b.common, "--first", "0", "--customers", strconv.Itoa(survivorCustomers),
 		"--threads", strconv.Itoa(survivorThreads))...)
-	defer surv.cmd.Process.Kill()
-	for deadline := time.Now().Add(30 * time.Second); surv.committed() < 10; time.Sleep(10 * time.Millisecond) {
+	t.Cleanup(func() { b.surv.cmd.Process.Kill() })
+	for deadline := time.Now().Add(30 * time.Second); b.surv.committed() < 10; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the survivor did not commit 10 transactions within 30 s")
 		}
 	}
+	return b
+}
 
-	probes := &tracingDB{DB: db}
-	var victims []clientLog
-	var maxProbe time.Duration
-	blocked := 0 // probes that waited for a lease (the kill left a lock or a prepared timestamp)
-	inflightCommitted := 0
-	start := time.Now()
-	for r := range kills {
-		first := survivorCustomers + r*victimCustomers
-		v := startClient(t, tok, 3, append(common, "--first", strconv.Itoa(first), "--customers", strconv.Itoa(victimCustomers),
-			"--seed", strconv.Itoa(r+1))...)
-		select {
-		case <-v.killed:
-		case <-time.After(30 * time.Second):
-			v.cmd.Process.Kill()
-			t.Fatalf("kill %d: the client did not commit 3 transactions within 30 s", r)
+// startVictim starts victim r's client process on its own customers,
+// killed by the test after killAfter outcomes (0: not by the test),
+// with extra flags.
+func (b *killBed) startVictim(r, killAfter int, extra ...string) *clientProc {
+	first := survivorCustomers + r*victimCustomers
+	args := append(append([]string(nil), b.common...), "--first", strconv.Itoa(first), "--customers", strconv.Itoa(victimCustomers),
+		"--seed", strconv.Itoa(r+1))
+	return startClient(b.t, b.tok, killAfter, append(args, extra...)...)
+}
+
+// afterKill takes victim r's report once its process is gone and its
+// output read, then runs repair (when not nil: what stands in for the
+// recovery the probe would do; the function it returns, when not nil,
+// runs after the probe), probes the keys it was committing — writable
+// again within probeLimit — and waits for the survivor to commit again
+// past atKill, its count at the kill.
+func (b *killBed) afterKill(r int, v *clientProc, atKill int, repair func(g clientLog) func()) {
+	t := b.t
+	g := v.log()
+	if len(g.errs) > 0 {
+		t.Fatalf("kill %d: the client failed before its kill: %v", r, g.errs)
+	}
+	b.victims = append(b.victims, g)
+	if g.inflightDone {
+		b.inflightCommitted++
+	}
+	var after func()
+	if repair != nil {
+		after = repair(g)
+	}
+	// The keys it was committing are writable again within the lease
+	// (the probe's read-modify-write commits).
+	if g.inflight != nil {
+		t0 := time.Now()
+		pctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		err := txn.Run(pctx, b.probes, func(tx txn.Tx) error {
+			return touch(tx, *g.inflight)
+		})
+		cancel()
+		took := time.Since(t0)
+		b.maxProbe = max(b.maxProbe, took)
+		if took > 200*time.Millisecond {
+			b.blocked++
 		}
-		atKill := surv.committed()
-		// Every line first, then Wait: Wait closes the pipe once the
-		// process is gone, and the lines the reader had not taken yet
-		// (those the client wrote while the reader waited to kill it)
-		// were lost — a transaction committed and not reported, which
-		// the replay took for a half-applied one.
-		<-v.done
-		v.cmd.Wait()
-		g := v.log()
-		if len(g.errs) > 0 {
-			t.Fatalf("kill %d: the client failed before its kill: %v", r, g.errs)
-		}
-		victims = append(victims, g)
-		if g.inflightDone {
-			inflightCommitted++
-		}
-		// The keys it was committing are writable again within the
-		// lease (the probe's read-modify-write commits).
-		if g.inflight != nil {
-			t0 := time.Now()
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := txn.Run(pctx, probes, func(tx txn.Tx) error {
-				return touch(tx, *g.inflight)
-			})
-			cancel()
-			took := time.Since(t0)
-			maxProbe = max(maxProbe, took)
-			if took > 200*time.Millisecond {
-				blocked++
-			}
-			if err != nil || took > probeLimit {
-				t.Errorf("kill %d: writing the keys of %+v took %v: %v", r, *g.inflight, took, err)
-			}
-		}
-		// The survivor commits again soon after (a pause of the
-		// machine may have held it during a short round).
-		for deadline := time.Now().Add(probeLimit); surv.committed() <= atKill; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Errorf("kill %d (%v after the start): the survivor committed nothing within %v", r, time.Since(start).Round(time.Millisecond), probeLimit)
-				break
-			}
+		if err != nil || took > probeLimit {
+			t.Errorf("kill %d: writing the keys of %+v took %v: %v", r, *g.inflight, took, err)
 		}
 	}
+	if after != nil {
+		after()
+	}
+	// The survivor commits again soon after (a pause of the machine may
+	// have held it during a short round).
+	for deadline := time.Now().Add(probeLimit); b.surv.committed() <= atKill; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("kill %d (%v after the start): the survivor committed nothing within %v", r, time.Since(b.start).Round(time.Millisecond), probeLimit)
+			break
+		}
+	}
+}
+
+// finish lets the survivor commit minCommits transactions at least,
+// stops it and checks the money, every victim's replay and the
+// serializability of everything committed.
+func (b *killBed) finish(minCommits int) {
+	t, surv := b.t, b.surv
 	for deadline := time.Now().Add(10 * time.Minute); surv.commitCount() < minCommits; time.Sleep(50 * time.Millisecond) {
 		select {
 		case <-surv.done:
@@ -354,42 +430,42 @@ func killClients(t *testing.T, protocol string, kills, minCommits int) {
 		t.Errorf("the survivor's transactions failed: %d, first %s", len(sg.errs), sg.errs[0])
 	}
 	t.Logf("%s: %d kills (%d with the transaction under way reported committed before the kill; %d probes waited for a lease, the slowest %v); the survivor committed %d, its longest pause %v",
-		protocol, kills, inflightCommitted, blocked, maxProbe, surv.committed(), surv.gap)
+		b.protocol, len(b.victims), b.inflightCommitted, b.blocked, b.maxProbe, surv.committed(), surv.gap)
 
 	// Money: the survivor's customers exactly. Each victim's, record by
 	// record: its committed transactions replayed from the loaded
 	// balances, then its transaction under way whole or not at all.
-	bal := balances(t, db, accounts)
+	bal := balances(t, b.db, b.accounts)
 	var total int64
-	for _, b := range bal[:survivorCustomers] {
-		total += b[0] + b[1]
+	for _, c := range bal[:survivorCustomers] {
+		total += c[0] + c[1]
 	}
-	if want := 2*int64(survivorCustomers)*bank.Initial() + sg.delta; total != want {
+	if want := 2*int64(survivorCustomers)*b.bank.Initial() + sg.delta; total != want {
 		t.Errorf("the survivor's customers hold %d, want %d", total, want)
 	}
-	for r, g := range victims {
+	for r, g := range b.victims {
 		first := survivorCustomers + r*victimCustomers
-		if err := checkReplay(bal, first, bank.Initial(), g); err != nil {
+		if err := checkReplay(bal, first, b.bank.Initial(), g); err != nil {
 			t.Errorf("victim %d (customers %d to %d): %v; its last lines: %s", r, first, first+victimCustomers-1, err, g.tail)
 			t.Logf("victim %d's lines:\n%s", r, g.all)
 		}
 	}
 
 	// Serializability of everything committed.
-	txns := append([]check.Txn(nil), hist.Txns()...)
+	txns := append([]check.Txn(nil), b.hist.Txns()...)
 	txns = append(txns, sg.traces...)
-	for _, g := range victims {
+	for _, g := range b.victims {
 		txns = append(txns, g.traces...)
 	}
-	txns = append(txns, probes.traces...)
-	orphans, err := inflightWriters(txns, victims)
+	txns = append(txns, b.probes.traces...)
+	orphans, err := inflightWriters(txns, b.victims)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := check.Serializable(append(txns, orphans...)); err != nil {
 		t.Fatalf("%d transactions: %v", len(txns), err)
 	}
-	t.Logf("%s: %d committed transactions serializable, %d of them killed clients' transactions found committed after the kill", protocol, len(txns)+len(orphans), len(orphans))
+	t.Logf("%s: %d committed transactions serializable, %d of them killed clients' transactions found committed after the kill", b.protocol, len(txns)+len(orphans), len(orphans))
 }
 
 // tracingDB is a txn.DB that keeps its committed transactions' traces.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/txn/farm"
+	"github.com/rdmakit/rdmakit/txn/ford"
 	"github.com/rdmakit/rdmakit/txn/prismtx"
 )
 
@@ -19,19 +20,25 @@ type txnClientFlags struct {
 	protocol, nodes, device string
 	token                   tokenFlags
 	timeout                 time.Duration
-	// FaRM's layout, given to the nodes when the database is created.
+	// FaRM's layout, given to the nodes when the database is created;
+	// FORD's, with ford's coordinators and logSize, on every open.
 	backups, buckets, valueSize int
+	ford                        fordFlags
 }
 
 func (f *txnClientFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.protocol, "protocol", "", "the nodes' protocol: farm or prism-tx (required)")
+	fl.StringVar(&f.protocol, "protocol", "", "the nodes' protocol: farm, prism-tx or ford (required)")
 	fl.StringVar(&f.nodes, "nodes", "", "the database's memory nodes: connection manager addresses, comma-separated, in shard order (required)")
 	fl.StringVar(&f.device, "device", "tcp://127.0.0.1:0", "the client's own verbs device (the nodes must reach it)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the nodes when connecting")
-	fl.IntVar(&f.backups, "backups", 1, "farm, with --load: backup copies of each shard (primary-backup replication)")
-	fl.IntVar(&f.buckets, "buckets", 0, "farm, with --load: object slots per shard (default: twice the workload's records per shard)")
-	fl.IntVar(&f.valueSize, "value-size", 64, "farm, with --load: the largest value an object holds")
+	fl.IntVar(&f.backups, "backups", 1, "farm, with --load, and ford: backup copies of each shard (primary-backup replication)")
+	fl.IntVar(&f.buckets, "buckets", 0, fmt.Sprintf("farm, with --load: object slots per shard (default: twice the workload's records per shard); ford: record slots of each shard's copy, as the nodes were given (default %d)", fordBuckets))
+	fl.IntVar(&f.valueSize, "value-size", 64, "farm, with --load, and ford: the largest value a record holds")
+	fl.IntVar(&f.ford.coordinators, "coordinators", fordCoordinators, "ford: coordinator ids with a log area per node, as the nodes were given")
+	fl.StringVar(&f.ford.logSize, "log-size", fordLogSize, "ford: bytes of each coordinator's log area, as the nodes were given")
+	fl.BoolVar(&f.ford.backupReads, "backup-reads", false, "ford: read records from a backup copy instead of the primary (validated at the primary)")
+	fl.DurationVar(&f.ford.lease, "lease", ford.MaxLease, "ford: how long a transaction's locks are its own before any client may recover them (at most 1s)")
 	f.token.add(fl, "auth token the nodes require")
 }
 
@@ -80,6 +87,13 @@ func (f *txnClientFlags) open(ctx context.Context, records int) (txn.DB, txnCoun
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
+	if f.protocol == protoFord {
+		db, err := f.openFord(ctx, device, nodes, tok)
+		if err != nil {
+			return nil, nil, err
+		}
+		return db, func() (uint64, uint64) { s := db.Stats(); return s.Commits, s.Rounds }, nil
+	}
 	if f.protocol == protoPrismTX {
 		db, err := prismtx.Dial(ctx, prismtx.Config{Device: device, Nodes: nodes, Token: tok})
 		if err != nil {
@@ -124,4 +138,19 @@ func (f *txnClientFlags) layout(records, n int) (farm.Layout, error) {
 		return farm.Layout{}, fmt.Errorf("%w: --buckets %d: want %d to %d", errTxnFlag, buckets, farm.MaxProbe, 1<<26)
 	}
 	return farm.Layout{F: f.backups, Buckets: buckets, ValueSize: f.valueSize}, nil
+}
+
+// openFord connects a FORD client with f's layout (the first client
+// formats the nodes' headers with it).
+func (f *txnClientFlags) openFord(ctx context.Context, device string, nodes []string, tok string) (*ford.DB, error) {
+	sh := fordShape{backups: f.backups, buckets: f.buckets, valueSize: f.valueSize, coordinators: f.ford.coordinators, logSize: f.ford.logSize}
+	l, err := sh.layout(len(nodes))
+	if err != nil {
+		return nil, err
+	}
+	if f.ford.lease <= 0 || f.ford.lease > ford.MaxLease {
+		return nil, fmt.Errorf("%w: --lease %v: want above 0, at most %v", errTxnFlag, f.ford.lease, ford.MaxLease)
+	}
+	return ford.Dial(ctx, ford.Config{Device: device, Nodes: nodes, Token: tok, Layout: l, BackupReads: f.ford.backupReads,
+		Lease: f.ford.lease, Hook: f.ford.hook})
 }
