@@ -158,8 +158,7 @@ func (t *Tx) commitReadWrite(writes, reads, lockedOnly []*rec) error {
 		return ErrStopped
 	}
 	if len(writes) > 0 {
-		a := &db.arena
-		_ = db.iss.post(t.c, []list{{node: t.c.logNode, wrs: []verbs.SendWR{t.c.write(t.c.logNode, t.c.logOff, a.zero, 8)}}})
+		_ = db.truncateLog(t.c)
 	}
 	return t.committedBy(rounds)
 }
@@ -197,10 +196,14 @@ func (t *Tx) validate(reads []*rec) (uint64, error) {
 	if len(reads) > a.maxReads {
 		return 0, fmt.Errorf("%w: %d records read (at most %d)", txn.ErrFull, len(reads), a.maxReads)
 	}
-	nodes := len(db.nodes)
+	if err := t.posting(); err != nil {
+		return 0, err
+	}
+	nodes := db.n
 	var b byNode
 	for i, r := range reads {
-		b.add(r.shard, c.read(r.shard, db.lay.slotOff(r.shard, r.shard, r.slot, nodes), a.checks+16*i, 16))
+		p := c.v.primary(r.shard)
+		b.add(p, c.read(p, db.lay.slotOff(p, r.shard, r.slot, nodes), a.checks+16*i, 16))
 	}
 	if err := db.iss.round(t.ctx, c, b.lists); err != nil {
 		return 1, roundErr(err, nil)
@@ -235,7 +238,7 @@ func (t *Tx) writeLog(writes []*rec) error {
 		return fmt.Errorf("%w: a %d-byte log record (log areas of %d)", txn.ErrTooLarge, n, db.lay.LogSize)
 	}
 	encodeLog(c.buf[a.logBuf:], t.lock, es)
-	return roundErr(db.iss.round(t.ctx, c, []list{{node: c.logNode, wrs: []verbs.SendWR{c.write(c.logNode, c.logOff, a.logBuf, n)}}}), nil)
+	return db.writeLogCopies(t.ctx, c, c.id, n)
 }
 
 // writeInPlace writes every copy of every written record (new image,
@@ -244,7 +247,7 @@ func (t *Tx) writeLog(writes []*rec) error {
 // StepHalfUnlocked), as a crash would.
 func (t *Tx) writeInPlace(ctx context.Context, writes, lockedOnly []*rec) (stopped bool, err error) {
 	db, c, a := t.db, t.c, &t.db.arena
-	nodes := len(db.nodes)
+	nodes := db.n
 	type copyWR struct {
 		node         int
 		data, unlock verbs.SendWR
@@ -257,7 +260,7 @@ func (t *Tx) writeInPlace(ctx context.Context, writes, lockedOnly []*rec) (stopp
 			return false, fmt.Errorf("%w: %d records written", txn.ErrTooLarge, len(writes))
 		}
 		putImage(c.buf[loc:loc+n], r.lockVer+1, r.key, !r.del, r.nval)
-		for _, nd := range db.lay.replicas(r.shard, nodes) {
+		for _, nd := range c.v.replicas(r.shard) {
 			off := db.lay.slotOff(nd, r.shard, r.slot, nodes)
 			copies = append(copies, copyWR{nd, c.write(nd, off+slotVersion, loc, n), c.write(nd, off+slotLock, a.zero, 8)})
 		}
@@ -284,7 +287,7 @@ func (t *Tx) writeInPlace(ctx context.Context, writes, lockedOnly []*rec) (stopp
 			b.add(cp.node, cp.data, cp.unlock)
 		}
 		for _, r := range lockedOnly {
-			for _, nd := range db.lay.replicas(r.shard, nodes) {
+			for _, nd := range c.v.replicas(r.shard) {
 				b.add(nd, c.write(nd, db.lay.slotOff(nd, r.shard, r.slot, nodes)+slotLock, a.zero, 8))
 			}
 		}
@@ -311,7 +314,7 @@ func (t *Tx) selfRecover() (forward bool, err error) {
 		if !r.locked {
 			continue
 		}
-		fw, err := t.db.recoverLock(ctx, t.lock, r.shard, r.slot)
+		fw, err := t.db.recoverLock(ctx, t.c.v, t.lock, r.shard, r.slot)
 		if err != nil {
 			return false, err
 		}
@@ -356,11 +359,11 @@ func (t *Tx) releaseAll() {
 	db, c, a := t.db, t.c, &t.db.arena
 	ctx, cancel := context.WithTimeout(context.Background(), db.cfg.Lease)
 	defer cancel()
-	nodes := len(db.nodes)
+	nodes := db.n
 	var b byNode
 	k := 0
 	for _, r := range held {
-		for _, nd := range db.lay.replicas(r.shard, nodes) {
+		for _, nd := range c.v.replicas(r.shard) {
 			if k == a.maxCopies {
 				break
 			}
@@ -381,8 +384,8 @@ func (t *Tx) unlockCopies(s, slot int, got []int) {
 		return
 	}
 	db, c, a := t.db, t.c, &t.db.arena
-	nodes := len(db.nodes)
-	reps := db.lay.replicas(s, nodes)
+	nodes := db.n
+	reps := c.v.replicas(s)
 	var b byNode
 	for k, i := range got {
 		nd := reps[i]
@@ -397,7 +400,7 @@ func (t *Tx) unlockCopies(s, slot int, got []int) {
 
 // unlockRec releases every copy of r's slot.
 func (t *Tx) unlockRec(r *rec, slot int) {
-	all := make([]int, t.db.lay.F+1)
+	all := make([]int, len(t.c.v.replicas(r.shard)))
 	for i := range all {
 		all[i] = i
 	}

@@ -83,9 +83,12 @@ func (t *Tx) lookup(r *rec, n int) (int, object, error) {
 func (t *Tx) readSlots(r *rec, n, first, count int) ([]object, error) {
 	db, c, a := t.db, t.c, &t.db.arena
 	size := db.lay.SlotSize()
-	off := db.lay.slotOff(n, r.shard, first, len(db.nodes))
+	off := db.lay.slotOff(n, r.shard, first, db.n)
 	objs := make([]object, count)
 	for try := 0; ; try++ {
+		if err := t.posting(); err != nil {
+			return nil, err
+		}
 		if err := db.iss.round(t.ctx, c, []list{{node: n, wrs: []verbs.SendWR{c.read(n, off, a.window, count*size)}}}); err != nil {
 			return nil, roundErr(err, r.key)
 		}
