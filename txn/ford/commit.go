@@ -61,7 +61,7 @@ func (t *Tx) Commit() error {
 func (t *Tx) commitReadOnly(reads []*rec) error {
 	if len(reads) > 1 && !t.db.cfg.SkipValidation {
 		if _, err := t.validate(reads); err != nil {
-			return t.fail(err)
+			return t.failExec(err)
 		}
 	}
 	t.db.stats.readOnly.Add(1)
@@ -98,10 +98,12 @@ func (t *Tx) commitReadWrite(writes, reads, lockedOnly []*rec) error {
 			return err
 		}
 		if err := t.writeLog(writes); err != nil {
-			if errors.Is(err, txn.ErrUnreachable) {
+			if errors.Is(err, txn.ErrUnreachable) && (len(db.cfg.Members) == 0 || t.c.broken) {
 				// The log node's connection failed: the record may have
 				// landed, and only whoever can read it may decide. The
-				// locks stay for the lease and its recovery.
+				// locks stay for the lease and its recovery. (With a
+				// membership, the coordinator decides itself once the
+				// configuration moved on: selfRecover below.)
 				t.c.broken = true
 				return fmt.Errorf("%w: the outcome is unknown", err)
 			}
@@ -309,12 +311,24 @@ func (t *Tx) selfRecover() (forward bool, err error) {
 	time.Sleep(max(wait, 0))
 	ctx, cancel := context.WithTimeout(context.Background(), t.db.cfg.Lease)
 	defer cancel()
+	v := t.c.v
+	if len(t.db.cfg.Members) > 0 {
+		// A node of the transaction's view may be gone: recover under
+		// the newest configuration in use (waiting for it, bounded).
+		cctx, ccancel := context.WithTimeout(context.Background(), selfRecoverWait)
+		cv, err := t.db.current(cctx)
+		ccancel()
+		if err != nil {
+			return false, err
+		}
+		v = cv
+	}
 	first := true
 	for _, r := range t.seq {
 		if !r.locked {
 			continue
 		}
-		fw, err := t.db.recoverLock(ctx, t.c.v, t.lock, r.shard, r.slot)
+		fw, err := t.db.recoverLock(ctx, v, t.lock, r.shard, r.slot)
 		if err != nil {
 			return false, err
 		}
@@ -325,6 +339,10 @@ func (t *Tx) selfRecover() (forward bool, err error) {
 	}
 	return forward, nil
 }
+
+// selfRecoverWait bounds how long a coordinator that must recover its
+// own commit waits for a configuration it may use.
+const selfRecoverWait = 10 * time.Second
 
 // trace records the committed transaction's reads and writes.
 func (t *Tx) trace() {

@@ -15,8 +15,8 @@ import (
 // has one transaction at a time.
 type coord struct {
 	db      *DB
-	idx     int // index in db.coords (wr_ids carry it)
-	id      int // global coordinator id: log node × Coordinators + index there (-1: setup)
+	idx     int   // index in db.coords (wr_ids carry it)
+	id      int   // global coordinator id: log node × Coordinators + index there (-1: setup)
 	logNode int   // the node of its claim word and first log copy
 	v       *view // the view its rounds route by (its transaction's)
 	mr      verbs.MR

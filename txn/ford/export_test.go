@@ -85,3 +85,15 @@ func CorruptSlot(db *DB, key []byte, n int) error {
 	c.buf[a.window] ^= 0x5a
 	return db.iss.round(ctx, c, []list{{node: n, wrs: []verbs.SendWR{c.write(n, off, a.window, 8)}}})
 }
+
+// PendingTrace is tx's trace as if it committed: for a transaction whose
+// outcome is unknown, to be resolved by what the nodes hold.
+func PendingTrace(tx *Tx) (reads, writes []txn.Access) {
+	if tx == nil || tx.committed {
+		return nil, nil
+	}
+	tx.mu.Lock()
+	defer tx.mu.Unlock()
+	tx.trace()
+	return tx.reads, tx.writes
+}

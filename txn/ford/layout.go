@@ -133,15 +133,6 @@ func (l *Layout) slotOff(n, s, i, nodes int) int64 {
 	return l.offTables() + (int64(c)*int64(l.Buckets)+int64(i))*int64(l.SlotSize())
 }
 
-// replicas returns the nodes holding shard s, the primary first.
-func (l *Layout) replicas(s, nodes int) []int {
-	r := make([]int, l.F+1)
-	for i := range r {
-		r[i] = (s + i) % nodes
-	}
-	return r
-}
-
 // home is key hash h's first slot: probing never wraps, so a key's
 // window is [home, home+MaxProbe). The hash is mixed again first:
 // txn.Shard took h mod shards.

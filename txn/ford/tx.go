@@ -118,7 +118,7 @@ func (t *Tx) Get(key []byte) ([]byte, error) {
 	}
 	r = t.rec(key)
 	if err := t.readRec(r); err != nil {
-		return nil, t.fail(err)
+		return nil, t.failExec(err)
 	}
 	if !r.present {
 		return nil, txn.ErrNotFound
@@ -134,7 +134,7 @@ func (t *Tx) Put(key, value []byte) error {
 	defer t.end()
 	r, err := t.locked(key)
 	if err != nil {
-		return t.fail(err)
+		return t.failExec(err)
 	}
 	r.write, r.del, r.nval = true, false, bytes.Clone(value)
 	return nil
@@ -148,7 +148,7 @@ func (t *Tx) Insert(key, value []byte) error {
 	defer t.end()
 	r, err := t.locked(key)
 	if err != nil {
-		return t.fail(err)
+		return t.failExec(err)
 	}
 	if r.write && !r.del || !r.write && r.lockPresent {
 		return fmt.Errorf("%w: %q", txn.ErrExists, key)
@@ -165,7 +165,7 @@ func (t *Tx) Delete(key []byte) error {
 	defer t.end()
 	r, err := t.locked(key)
 	if err != nil {
-		return t.fail(err)
+		return t.failExec(err)
 	}
 	if r.write && r.del || !r.write && !r.lockPresent {
 		return fmt.Errorf("%w: %q", txn.ErrNotFound, key)
@@ -221,6 +221,18 @@ func (t *Tx) rec(key []byte) *rec {
 func (t *Tx) fail(err error) error {
 	if errors.Is(err, txn.ErrAborted) || errors.Is(err, txn.ErrUnreachable) {
 		t.abort(err)
+	}
+	return err
+}
+
+// failExec is fail for an error met before the commit point: nothing of
+// the transaction can have landed, so with a membership (Config.Members)
+// an unreachable node makes it an abort (txn.Run runs it again, under
+// the configuration that took the node out), not an unknown outcome.
+func (t *Tx) failExec(err error) error {
+	err = t.fail(err)
+	if len(t.db.cfg.Members) > 0 && errors.Is(err, txn.ErrUnreachable) && !errors.Is(err, txn.ErrAborted) {
+		return txn.Abort(txn.Timeout, nil, err)
 	}
 	return err
 }

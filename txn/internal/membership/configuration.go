@@ -61,6 +61,16 @@ func (c Configuration) Clone() Configuration {
 	return d
 }
 
+// LastCopy reports whether node holds the only copy left of a shard.
+func (c *Configuration) LastCopy(node int) bool {
+	for s, p := range c.Primaries {
+		if p == node && len(c.Backups[s]) == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Remove takes node out: it leaves every shard's backups, and each shard
 // it was primary of is promoted to its first backup (a shard with none
 // keeps it as primary: it is lost, and says so by Out). The epoch moves

@@ -77,6 +77,10 @@ type Config struct {
 	// Params are bytes every answer to a client's query carries after
 	// the configuration (the protocol's own parameters: leases).
 	Params []byte
+	// KeepLastCopy keeps in a silent node that holds the last copy of a
+	// shard: taking it out would not save the shard, and a node that was
+	// only slow would take the shard's data with it.
+	KeepLastCopy bool
 }
 
 // Ticks of the membership's raft.
@@ -284,6 +288,7 @@ func (m *Member) apply(e raftpb.Entry) {
 	}
 	if changed {
 		m.log.Warn("membership: a node is out", "epoch", m.conf.Epoch, "primaries", m.conf.Primaries)
+		m.appliedAt = time.Now()
 		close(m.changed)
 		m.changed = make(chan struct{})
 	}
@@ -298,6 +303,9 @@ func (m *Member) detect() {
 		now := time.Now()
 		for i, h := range m.heard {
 			if i == m.cfg.Self || m.conf.Out[i] || now.Sub(h) <= m.cfg.Silence {
+				continue
+			}
+			if m.cfg.KeepLastCopy && m.conf.LastCopy(i) {
 				continue
 			}
 			if p, ok := m.proposed[i]; ok && now.Sub(p) <= m.cfg.Silence {
