@@ -309,35 +309,55 @@ func (t *Tx) writeInPlace(ctx context.Context, writes, lockedOnly []*rec) (stopp
 func (t *Tx) selfRecover() (forward bool, err error) {
 	wait := time.Until(t.lock.deadline().Add(t.db.cfg.Skew)) + time.Millisecond
 	time.Sleep(max(wait, 0))
-	ctx, cancel := context.WithTimeout(context.Background(), t.db.cfg.Lease)
-	defer cancel()
-	v := t.c.v
-	if len(t.db.cfg.Members) > 0 {
-		// A node of the transaction's view may be gone: recover under
-		// the newest configuration in use (waiting for it, bounded).
-		cctx, ccancel := context.WithTimeout(context.Background(), selfRecoverWait)
-		cv, err := t.db.current(cctx)
-		ccancel()
-		if err != nil {
-			return false, err
-		}
-		v = cv
+	var o ownRecovery
+	if len(t.db.cfg.Members) == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), t.db.cfg.Lease)
+		defer cancel()
+		err := t.recoverOwn(ctx, t.c.v, &o)
+		return o.forward, err
 	}
-	first := true
+	// A node of the transaction's view may be gone: recover under the
+	// newest configuration in use, and again under the next one while
+	// a node is unreachable (bounded by selfRecoverWait).
+	deadline := time.Now().Add(selfRecoverWait)
+	for {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		v, err := t.db.current(ctx)
+		if err == nil {
+			err = t.recoverOwn(ctx, v, &o)
+		}
+		cancel()
+		if err == nil {
+			return o.forward, nil
+		}
+		if !errors.Is(err, txn.ErrUnreachable) && !errors.Is(err, ErrStale) || time.Now().After(deadline) {
+			return o.forward, err
+		}
+		t.db.kickRenew()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ownRecovery is what a coordinator's recovery of its own commit
+// decided: forward once the first record recovered said so.
+type ownRecovery struct{ decided, forward bool }
+
+// recoverOwn recovers the records t still holds under view v.
+func (t *Tx) recoverOwn(ctx context.Context, v *view, o *ownRecovery) error {
 	for _, r := range t.seq {
 		if !r.locked {
 			continue
 		}
 		fw, err := t.db.recoverLock(ctx, v, t.lock, r.shard, r.slot)
 		if err != nil {
-			return false, err
+			return err
 		}
-		if first {
-			forward, first = fw, false
+		if !o.decided {
+			o.forward, o.decided = fw, true
 		}
 		r.locked = false
 	}
-	return forward, nil
+	return nil
 }
 
 // selfRecoverWait bounds how long a coordinator that must recover its
