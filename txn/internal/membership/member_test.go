@@ -90,19 +90,23 @@ func TestKeepLastCopy(t *testing.T) {
 		ms, _ := start(t, 5, 1, keep)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		ms[0].Close()
-		if _, err := ms[2].Wait(ctx, 2); err != nil {
+		if _, err := ms[4].Wait(ctx, 2); err != nil {
 			t.Fatal(err)
 		}
 		ms[1].Close()
-		wait, cancel2 := context.WithTimeout(ctx, 1500*time.Millisecond)
-		c, err := ms[2].Wait(wait, 3)
-		cancel2()
+		// Node 1 goes out within a few silences, if ever; a live member
+		// slow under load may go out meanwhile, which says nothing here.
+		until := time.Now().Add(2 * time.Second)
+		for time.Now().Before(until) && !ms[4].Configuration().Out[1] {
+			time.Sleep(20 * time.Millisecond)
+		}
 		cancel()
-		if keep && err == nil {
+		c := ms[4].Configuration()
+		if keep && c.Out[1] {
 			t.Fatalf("the last copy's node was taken out: %+v", c)
 		}
-		if !keep && (err != nil || !c.Out[1]) {
-			t.Fatalf("without KeepLastCopy: %+v, %v", c, err)
+		if !keep && !c.Out[1] {
+			t.Fatalf("without KeepLastCopy, node 1 stayed in: %+v", c)
 		}
 	}
 }
