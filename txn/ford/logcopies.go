@@ -24,13 +24,14 @@ func (db *DB) logLists(c *coord, id, loc, n int) []list {
 }
 
 // writeLogCopies WRITEs the n-byte record in c's log buffer to every
-// live copy of coordinator id's log area: one round.
+// live copy of coordinator id's log area: one round (posted only while
+// c's view allows).
 func (db *DB) writeLogCopies(ctx context.Context, c *coord, id, n int) error {
 	lists := db.logLists(c, id, db.arena.logBuf, n)
 	if len(lists) == 0 {
 		return fmt.Errorf("%w: no copy of coordinator %d's log is live", txn.ErrUnreachable, id)
 	}
-	return roundErr(db.iss.round(ctx, c, lists), nil)
+	return db.recoveryRound(ctx, c, lists)
 }
 
 // readLogs READs every live copy of coordinator id's log area into rc's

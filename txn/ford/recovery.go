@@ -96,7 +96,16 @@ func (db *DB) rollBack(ctx context.Context, rc *coord, w lockWord, s, slot int) 
 	for i, nd := range rc.v.replicas(s) {
 		b.add(nd, rc.cas(nd, db.lay.slotOff(nd, s, slot, nodes)+slotLock, a.results+8*i, uint64(w), 0))
 	}
-	return roundErr(db.iss.round(ctx, rc, b.lists), nil)
+	return db.recoveryRound(ctx, rc, b.lists)
+}
+
+// recoveryRound is a round of a recovery: posted only while its view
+// allows (view.posting), as a transaction's.
+func (db *DB) recoveryRound(ctx context.Context, rc *coord, lists []list) error {
+	if err := rc.v.posting(now(), db.cfg.Lease, db.cfg.Margin); err != nil {
+		return err
+	}
+	return roundErr(db.iss.round(ctx, rc, lists), nil)
 }
 
 // rollForward adopts logged transaction rec and installs its images on
@@ -121,8 +130,8 @@ func (db *DB) rollForward(ctx context.Context, rc *coord, rec logRecord) error {
 			places = append(places, place{nd, i})
 		}
 	}
-	if err := db.iss.round(ctx, rc, b.lists); err != nil {
-		return roundErr(err, nil)
+	if err := db.recoveryRound(ctx, rc, b.lists); err != nil {
+		return err
 	}
 	b = byNode{}
 	loc := a.images
@@ -145,8 +154,8 @@ func (db *DB) rollForward(ctx context.Context, rc *coord, rec logRecord) error {
 		off := db.lay.slotOff(p.node, e.shard, e.slot, nodes)
 		b.add(p.node, rc.write(p.node, off+slotVersion, img, size), rc.write(p.node, off+slotLock, a.zero, 8))
 	}
-	if err := db.iss.round(ctx, rc, b.lists); err != nil {
-		return roundErr(err, nil)
+	if err := db.recoveryRound(ctx, rc, b.lists); err != nil {
+		return err
 	}
 	return db.truncateLog(rc)
 }
