@@ -29,8 +29,10 @@ type Config struct {
 	// Members, when not empty, are the nodes' membership addresses
 	// (host:port, TCP; NodeConfig.Members), in the same order as Nodes:
 	// the client learns the configuration from them, routes by it and
-	// follows it when a node is taken out (doc.go, Failover). Empty: the
-	// layout's placement, and a dead node's shards are unavailable.
+	// follows it when a node is taken out (doc.go, Failover); Lease is
+	// then at most the nodes' NodeConfig.Lease and Skew at least their
+	// NodeConfig.Skew. Empty: the layout's placement, and a dead node's
+	// shards are unavailable.
 	Members []string
 	// Layout is the database's shape (defaults: see Layout).
 	Layout Layout
@@ -157,11 +159,13 @@ func Dial(ctx context.Context, cfg Config) (_ *DB, err error) {
 		if err := db.learn(ctx); err != nil {
 			return nil, err
 		}
+		// The nodes bound the leases every client counts with (the hold
+		// before a new epoch is used counts on them).
 		if db.params.lease < db.cfg.Lease {
 			db.cfg.Lease = db.params.lease
 			db.cfg.Margin = min(db.cfg.Margin, db.cfg.Lease/5)
-			db.cfg.Skew = min(db.cfg.Skew, db.cfg.Margin/2)
 		}
+		db.cfg.Skew = min(max(db.cfg.Skew, db.params.skew), db.cfg.Margin/2)
 	}
 	db.arena = newArena(&db.lay)
 	db.dev = cfg.Dev

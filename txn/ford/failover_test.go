@@ -21,10 +21,10 @@ import (
 	"github.com/rdmakit/rdmakit/workload"
 )
 
-// Leases of the failover tests: a node silent for failSilence is taken
-// out; the new epoch is used failConfigLease + failLease + 2 skews after.
+// Leases of the failover tests: a node silent for failSilence
+// (norace_test.go, race_test.go) is taken out; the new epoch is used
+// failConfigLease + failLease + 2 skews after.
 const (
-	failSilence     = 300 * time.Millisecond
 	failConfigLease = 100 * time.Millisecond
 	failLease       = 200 * time.Millisecond
 	// failoverBound bounds the time from a kill to the first commit
