@@ -3,6 +3,7 @@ package ford
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -350,15 +351,23 @@ func (db *DB) claim(ctx context.Context, idx int) (*coord, error) {
 	db.setup.v = v
 	nodes := db.n
 	start := rand.N(nodes)
+	var unreachable error
 	for k := range nodes {
 		n := (start + k) % nodes
 		if !db.live(v, n) {
 			continue
 		}
 		c, err := db.claimOn(ctx, db.setup, idx, n, rand.N(db.lay.Coordinators))
+		if err != nil && errors.Is(err, txn.ErrUnreachable) && len(db.cfg.Members) > 0 {
+			unreachable = err // a node not out yet: claim on another
+			continue
+		}
 		if err != nil || c != nil {
 			return c, err
 		}
+	}
+	if unreachable != nil {
+		return nil, txn.Abort(txn.Timeout, nil, unreachable)
 	}
 	return nil, fmt.Errorf("%w: no free coordinator id on any node", txn.ErrFull)
 }
