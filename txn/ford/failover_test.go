@@ -291,8 +291,6 @@ func failoverRun(t *testing.T, ctx context.Context, dbs []*ford.DB, kill func(),
 	var unknown int64
 	for i, res := range results {
 		if res.Failed > 0 {
-			debugCorrupt(t, dbs[1], "sb.chk/12")
-			debugCorrupt(t, dbs[1], "sb.chk/17")
 			t.Fatalf("client %d: %d failed (first: %v)", i, res.Failed, res.FirstErr)
 		}
 		unknown += res.Unknown
