@@ -86,8 +86,15 @@ func (db *DB) install(ans membership.Answer, sent time.Time) error {
 	if err != nil {
 		return err
 	}
-	if len(ans.Out) != db.n || ans.Replicas(0) == nil {
+	if len(ans.Out) != db.n {
 		return fmt.Errorf("%w: a configuration of %d nodes for %d", ErrLayout, len(ans.Out), db.n)
+	}
+	for sh := range ans.Primaries {
+		for _, n := range ans.Replicas(sh) {
+			if db.lay.copyIndex(n, sh, db.n) < 0 {
+				return fmt.Errorf("%w: a configuration placing shard %d on node %d, which holds no copy of it", ErrLayout, sh, n)
+			}
+		}
 	}
 	old := db.view.Load()
 	if old != nil && ans.Epoch < old.conf.Epoch {

@@ -56,3 +56,19 @@ func normalizeOut(b []byte, nodes int) []byte {
 	}
 	return out
 }
+
+// FuzzAnswer: decoding a query's answer never panics.
+func FuzzAnswer(f *testing.F) {
+	c := Initial(3, 1)
+	f.Add(append(append([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, byte(len(c.Marshal())), 0}, c.Marshal()...), 'p'))
+	f.Add([]byte{1, 'n', 'o'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 {
+			return // Query refuses an empty frame before decoding
+		}
+		a, err := decodeAnswer(b)
+		if err == nil && len(a.Out) != len(a.Primaries) {
+			t.Fatalf("%x decoded to %+v", b, a)
+		}
+	})
+}
