@@ -9,8 +9,9 @@ import (
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
-// coord is a coordinator context: a claimed coordinator id, its log area
-// on its log node, a registered buffer, and the channel its completions
+// coord is a coordinator context: a claimed coordinator id, its log areas
+// (on its log node and the F next: logCopies), a registered buffer, the
+// view its rounds route by, and the channel its completions
 // come back on. A transaction holds one from Begin to its end, so an id
 // has one transaction at a time.
 type coord struct {

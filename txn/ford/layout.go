@@ -23,7 +23,8 @@ type Layout struct {
 	// ValueSize is the largest value a slot holds (default txn.MaxValue).
 	ValueSize int
 	// Coordinators is the coordinator ids each node hosts, each with a
-	// log area (default 64).
+	// log area there and a copy of it on each of the F next nodes
+	// (default 64).
 	Coordinators int
 	// LogSize is the bytes of one coordinator's log area (default
 	// 32 KiB): a transaction whose log record is larger aborts with

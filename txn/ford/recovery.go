@@ -12,10 +12,11 @@ import (
 // Recovery. A lock whose lease is over (by more than Skew) belongs to a
 // coordinator that will never write in place again (it checks its lease,
 // with Margin, before its log and before its writes). Whoever finds one
-// reads the owner's log area:
+// reads the owner's log area, every live copy of it (logcopies.go):
 //
-//   - a valid record naming this very lock word: the transaction was
-//     logged, so validated and decided — roll it forward. The recoverer
+//   - a valid record naming this very lock word on any copy: the
+//     transaction was logged, so validated and decided — roll it forward.
+//     The recoverer first writes the record to every live copy, then
 //     adopts it: it logs the same entries under a lock word of its own,
 //     swaps that word in (CAS from the dead one) on every copy still
 //     locked by the dead transaction, then writes each such copy's image
