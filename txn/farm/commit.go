@@ -95,7 +95,7 @@ func (t *Tx) pin(parts []int) error {
 	n := t.db.layout.Shards()
 	t.conns, t.info = make([]*conn, n), txInfo{parts: parts, sids: make([]uint32, n)}
 	for _, p := range parts {
-		for _, r := range append([]int{t.conf.Primaries[p]}, t.conf.logHolders(p)...) {
+		for _, r := range append([]int{t.conf.Primaries[p]}, logHolders(t.conf, p)...) {
 			c, err := t.connAt(r)
 			if err != nil {
 				return txn.Abort(txn.Timeout, nil, err)
@@ -370,7 +370,7 @@ func (t *Tx) commitBackups(ctx context.Context, seq uint64, parts []int, groups 
 		for i := range ws {
 			ws[i].version, ws[i].expect = t.writes[g.keys[i]].version, false
 		}
-		for _, b := range t.conf.logHolders(g.shard) {
+		for _, b := range logHolders(t.conf, g.shard) {
 			jobs = append(jobs, job{b, &record{kind: recCommitBackup, shard: g.shard, seq: seq, info: t.info, writes: ws}})
 		}
 	}
@@ -477,7 +477,7 @@ func (t *Tx) commitPrimaries(ctx context.Context, seq uint64, parts []int) error
 // the shards it wrote: later records (or the flusher) carry it.
 func (t *Tx) truncate(seq uint64, parts []int) {
 	for _, p := range parts {
-		for _, b := range t.conf.logHolders(p) {
+		for _, b := range logHolders(t.conf, p) {
 			if c, err := t.db.conn(b); err == nil && c.epoch == t.conf.Epoch {
 				c.addTrunc(seq)
 			}

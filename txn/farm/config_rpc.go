@@ -32,7 +32,7 @@ func (n *Node) configCall(_, resp []byte) (int, error) {
 	if !ok {
 		return 0, ErrNoMembership
 	}
-	b := c.marshal()
+	b := c.Marshal()
 	if len(b) > len(resp) {
 		return 0, fmt.Errorf("%w: a %d-byte configuration", ErrProtocol, len(b))
 	}

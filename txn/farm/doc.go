@@ -167,7 +167,8 @@
 // With NodeConfig.Members (each node's membership address, host:port,
 // in the layout's order) the nodes hold a Configuration — an epoch, each
 // shard's primary and its backups, the nodes out — in a raft group of
-// their own (go.etcd.io/raft/v3; membership.go): every node of the
+// their own (go.etcd.io/raft/v3; package txn/internal/membership, shared
+// with txn/ford): every node of the
 // layout is a voter; the raft log is in memory (raft.MemoryStorage);
 // raft's messages go over plain TCP between the membership addresses,
 // each connection opened by a hello carrying NodeConfig.Token, frames
@@ -247,7 +248,7 @@
 // (node to node connections), client.go (DB), conn.go (a client's
 // connection to a node), tx.go (execution), commit.go (the commit
 // phases), stats.go (counters), configuration.go (Configuration),
-// membership.go (the raft group), raftnet.go (its transport),
+// membership.go (the raft group, from txn/internal/membership),
 // reconfigure.go (a node's move to a new epoch), config_rpc.go
 // (MethodConfig).
 package farm

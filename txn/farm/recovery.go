@@ -118,7 +118,7 @@ func (n *Node) tryRecover(k txKey, info txInfo, epoch uint64) (bool, error) {
 			return false, fmt.Errorf("%w: fence answer of %d bytes for %d shards", ErrProtocol, len(holds), len(parts))
 		}
 		for i, p := range parts {
-			if slices.Contains(conf.logHolders(p), node) {
+			if slices.Contains(logHolders(&conf, p), node) {
 				evidence = true
 				if holds[i] != 1 {
 					commit = false

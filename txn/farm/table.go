@@ -282,7 +282,7 @@ func (n *Node) take(s *session, r *record) {
 	case recCommitPrimary:
 		n.settle(k, r.shard, true)
 	case recCommitBackup:
-		if conf := n.confs[s.epoch]; !slices.Contains(conf.logHolders(r.shard), n.index) {
+		if conf := n.confs[s.epoch]; !slices.Contains(logHolders(&conf, r.shard), n.index) {
 			n.log.Warn("farm: COMMIT-BACKUP record for a shard this node does not log", "shard", r.shard, "epoch", s.epoch)
 			return
 		}

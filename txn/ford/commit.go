@@ -61,7 +61,7 @@ func (t *Tx) Commit() error {
 func (t *Tx) commitReadOnly(reads []*rec) error {
 	if len(reads) > 1 && !t.db.cfg.SkipValidation {
 		if _, err := t.validate(reads); err != nil {
-			return t.fail(err)
+			return t.failExec(err)
 		}
 	}
 	t.db.stats.readOnly.Add(1)
@@ -98,10 +98,12 @@ func (t *Tx) commitReadWrite(writes, reads, lockedOnly []*rec) error {
 			return err
 		}
 		if err := t.writeLog(writes); err != nil {
-			if errors.Is(err, txn.ErrUnreachable) {
+			if errors.Is(err, txn.ErrUnreachable) && (len(db.cfg.Members) == 0 || t.c.broken) {
 				// The log node's connection failed: the record may have
 				// landed, and only whoever can read it may decide. The
-				// locks stay for the lease and its recovery.
+				// locks stay for the lease and its recovery. (With a
+				// membership, the coordinator decides itself once the
+				// configuration moved on: selfRecover below.)
 				t.c.broken = true
 				return fmt.Errorf("%w: the outcome is unknown", err)
 			}
@@ -158,8 +160,7 @@ func (t *Tx) commitReadWrite(writes, reads, lockedOnly []*rec) error {
 		return ErrStopped
 	}
 	if len(writes) > 0 {
-		a := &db.arena
-		_ = db.iss.post(t.c, []list{{node: t.c.logNode, wrs: []verbs.SendWR{t.c.write(t.c.logNode, t.c.logOff, a.zero, 8)}}})
+		_ = db.truncateLog(t.c)
 	}
 	return t.committedBy(rounds)
 }
@@ -197,10 +198,14 @@ func (t *Tx) validate(reads []*rec) (uint64, error) {
 	if len(reads) > a.maxReads {
 		return 0, fmt.Errorf("%w: %d records read (at most %d)", txn.ErrFull, len(reads), a.maxReads)
 	}
-	nodes := len(db.nodes)
+	if err := t.posting(); err != nil {
+		return 0, err
+	}
+	nodes := db.n
 	var b byNode
 	for i, r := range reads {
-		b.add(r.shard, c.read(r.shard, db.lay.slotOff(r.shard, r.shard, r.slot, nodes), a.checks+16*i, 16))
+		p := c.v.primary(r.shard)
+		b.add(p, c.read(p, db.lay.slotOff(p, r.shard, r.slot, nodes), a.checks+16*i, 16))
 	}
 	if err := db.iss.round(t.ctx, c, b.lists); err != nil {
 		return 1, roundErr(err, nil)
@@ -235,7 +240,7 @@ func (t *Tx) writeLog(writes []*rec) error {
 		return fmt.Errorf("%w: a %d-byte log record (log areas of %d)", txn.ErrTooLarge, n, db.lay.LogSize)
 	}
 	encodeLog(c.buf[a.logBuf:], t.lock, es)
-	return roundErr(db.iss.round(t.ctx, c, []list{{node: c.logNode, wrs: []verbs.SendWR{c.write(c.logNode, c.logOff, a.logBuf, n)}}}), nil)
+	return db.writeLogCopies(t.ctx, c, c.id, n)
 }
 
 // writeInPlace writes every copy of every written record (new image,
@@ -244,7 +249,7 @@ func (t *Tx) writeLog(writes []*rec) error {
 // StepHalfUnlocked), as a crash would.
 func (t *Tx) writeInPlace(ctx context.Context, writes, lockedOnly []*rec) (stopped bool, err error) {
 	db, c, a := t.db, t.c, &t.db.arena
-	nodes := len(db.nodes)
+	nodes := db.n
 	type copyWR struct {
 		node         int
 		data, unlock verbs.SendWR
@@ -257,7 +262,7 @@ func (t *Tx) writeInPlace(ctx context.Context, writes, lockedOnly []*rec) (stopp
 			return false, fmt.Errorf("%w: %d records written", txn.ErrTooLarge, len(writes))
 		}
 		putImage(c.buf[loc:loc+n], r.lockVer+1, r.key, !r.del, r.nval)
-		for _, nd := range db.lay.replicas(r.shard, nodes) {
+		for _, nd := range c.v.replicas(r.shard) {
 			off := db.lay.slotOff(nd, r.shard, r.slot, nodes)
 			copies = append(copies, copyWR{nd, c.write(nd, off+slotVersion, loc, n), c.write(nd, off+slotLock, a.zero, 8)})
 		}
@@ -284,7 +289,7 @@ func (t *Tx) writeInPlace(ctx context.Context, writes, lockedOnly []*rec) (stopp
 			b.add(cp.node, cp.data, cp.unlock)
 		}
 		for _, r := range lockedOnly {
-			for _, nd := range db.lay.replicas(r.shard, nodes) {
+			for _, nd := range c.v.replicas(r.shard) {
 				b.add(nd, c.write(nd, db.lay.slotOff(nd, r.shard, r.slot, nodes)+slotLock, a.zero, 8))
 			}
 		}
@@ -304,24 +309,60 @@ func (t *Tx) writeInPlace(ctx context.Context, writes, lockedOnly []*rec) (stopp
 func (t *Tx) selfRecover() (forward bool, err error) {
 	wait := time.Until(t.lock.deadline().Add(t.db.cfg.Skew)) + time.Millisecond
 	time.Sleep(max(wait, 0))
-	ctx, cancel := context.WithTimeout(context.Background(), t.db.cfg.Lease)
-	defer cancel()
-	first := true
+	var o ownRecovery
+	if len(t.db.cfg.Members) == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), t.db.cfg.Lease)
+		defer cancel()
+		err := t.recoverOwn(ctx, t.c.v, &o)
+		return o.forward, err
+	}
+	// A node of the transaction's view may be gone: recover under the
+	// newest configuration in use, and again under the next one while
+	// a node is unreachable (bounded by selfRecoverWait).
+	deadline := time.Now().Add(selfRecoverWait)
+	for {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		v, err := t.db.current(ctx)
+		if err == nil {
+			err = t.recoverOwn(ctx, v, &o)
+		}
+		cancel()
+		if err == nil {
+			return o.forward, nil
+		}
+		if !errors.Is(err, txn.ErrUnreachable) && !errors.Is(err, ErrStale) || time.Now().After(deadline) {
+			return o.forward, err
+		}
+		t.db.kickRenew()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// ownRecovery is what a coordinator's recovery of its own commit
+// decided: forward once the first record recovered said so.
+type ownRecovery struct{ decided, forward bool }
+
+// recoverOwn recovers the records t still holds under view v.
+func (t *Tx) recoverOwn(ctx context.Context, v *view, o *ownRecovery) error {
 	for _, r := range t.seq {
 		if !r.locked {
 			continue
 		}
-		fw, err := t.db.recoverLock(ctx, t.lock, r.shard, r.slot)
+		fw, err := t.db.recoverLock(ctx, v, t.lock, r.shard, r.slot)
 		if err != nil {
-			return false, err
+			return err
 		}
-		if first {
-			forward, first = fw, false
+		if !o.decided {
+			o.forward, o.decided = fw, true
 		}
 		r.locked = false
 	}
-	return forward, nil
+	return nil
 }
+
+// selfRecoverWait bounds how long a coordinator that must recover its
+// own commit waits for a configuration it may use.
+const selfRecoverWait = 10 * time.Second
 
 // trace records the committed transaction's reads and writes.
 func (t *Tx) trace() {
@@ -356,11 +397,11 @@ func (t *Tx) releaseAll() {
 	db, c, a := t.db, t.c, &t.db.arena
 	ctx, cancel := context.WithTimeout(context.Background(), db.cfg.Lease)
 	defer cancel()
-	nodes := len(db.nodes)
+	nodes := db.n
 	var b byNode
 	k := 0
 	for _, r := range held {
-		for _, nd := range db.lay.replicas(r.shard, nodes) {
+		for _, nd := range c.v.replicas(r.shard) {
 			if k == a.maxCopies {
 				break
 			}
@@ -381,8 +422,8 @@ func (t *Tx) unlockCopies(s, slot int, got []int) {
 		return
 	}
 	db, c, a := t.db, t.c, &t.db.arena
-	nodes := len(db.nodes)
-	reps := db.lay.replicas(s, nodes)
+	nodes := db.n
+	reps := c.v.replicas(s)
 	var b byNode
 	for k, i := range got {
 		nd := reps[i]
@@ -397,7 +438,7 @@ func (t *Tx) unlockCopies(s, slot int, got []int) {
 
 // unlockRec releases every copy of r's slot.
 func (t *Tx) unlockRec(r *rec, slot int) {
-	all := make([]int, t.db.lay.F+1)
+	all := make([]int, len(t.c.v.replicas(r.shard)))
 	for i := range all {
 		all[i] = i
 	}

@@ -107,7 +107,12 @@ func (f *fabric) send(c *coord, seq uint32, lists []list) (int, error) {
 		}
 		l.wrs[len(l.wrs)-1].Flags |= verbs.FlagSignaled
 		nd := f.db.nodes[l.node]
+		if nd == nil || c.v.out(l.node) {
+			f.db.kickRenew()
+			return i, fmt.Errorf("%w: node %d is out of epoch %d", txn.ErrUnreachable, l.node, c.v.conf.Epoch)
+		}
 		if err := verbs.PostAll(nd.conn.QP(), l.wrs, func() int { return 0 }, f.ctx.Done()); err != nil {
+			f.db.kickRenew()
 			return i, fmt.Errorf("%w: node %s: %w", txn.ErrUnreachable, nd.addr, err)
 		}
 	}
@@ -136,6 +141,7 @@ func (f *fabric) round(ctx context.Context, c *coord, lists []list) error {
 			left--
 			if wc.Status != verbs.StatusSuccess && err == nil {
 				err = fmt.Errorf("%w: %v: %w", txn.ErrUnreachable, wc.Opcode, wc.Status.Err())
+				f.db.kickRenew()
 			}
 		case <-ctx.Done():
 			if err == nil {

@@ -9,16 +9,17 @@ import (
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
-// coord is a coordinator context: a claimed coordinator id, its log area
-// on its log node, a registered buffer, and the channel its completions
+// coord is a coordinator context: a claimed coordinator id, its log areas
+// (on its log node and the F next: logCopies), a registered buffer, the
+// view its rounds route by, and the channel its completions
 // come back on. A transaction holds one from Begin to its end, so an id
 // has one transaction at a time.
 type coord struct {
 	db      *DB
-	idx     int // index in db.coords (wr_ids carry it)
-	id      int // global coordinator id: log node × Coordinators + index there (-1: setup)
-	logNode int
-	logOff  int64
+	idx     int   // index in db.coords (wr_ids carry it)
+	id      int   // global coordinator id: log node × Coordinators + index there (-1: setup)
+	logNode int   // the node of its claim word and first log copy
+	v       *view // the view its rounds route by (its transaction's)
 	mr      verbs.MR
 	buf     []byte
 	done    chan verbs.WC
@@ -32,7 +33,7 @@ type coord struct {
 //	zero     8 zero bytes: the source of unlocks and truncations
 //	results  CAS results, 8 bytes per copy a round locks or releases
 //	window   a lookup's READ of up to MaxProbe slots
-//	logBuf   the log record (LogSize)
+//	logBuf   the log record (LogSize), or F+1 copies of one a recovery reads
 //	images   the new images a commit writes (LogSize)
 //	checks   a validation's lock and version words, 16 bytes per read
 type arena struct {
@@ -44,7 +45,7 @@ func newArena(l *Layout) arena {
 	a := arena{zero: 0, results: 64, maxCopies: (l.F + 1) * (l.LogSize/entryHead + 1), maxReads: 4096}
 	a.window = a.results + (8*a.maxCopies+63)&^63
 	a.logBuf = a.window + MaxProbe*l.SlotSize()
-	a.images = a.logBuf + l.LogSize
+	a.images = a.logBuf + (l.F+1)*l.LogSize
 	a.checks = a.images + 4*l.LogSize
 	a.size = a.checks + 16*a.maxReads
 	return a
@@ -65,8 +66,9 @@ func (db *DB) newCoord(idx, id int) (*coord, error) {
 		c.idx = 0
 	}
 	if id >= 0 {
-		c.logNode, c.logOff = db.logLoc(id)
+		c.logNode = id / db.lay.Coordinators
 	}
+	c.v = db.view.Load()
 	db.coords[c.idx].Store(c)
 	return c, nil
 }
@@ -85,8 +87,23 @@ func (c *coord) nextLock(now time.Time) lockWord {
 	return w
 }
 
-// logLoc is the node and offset of coordinator id's log area.
-func (db *DB) logLoc(id int) (int, int64) {
+// logCopy is a copy of a coordinator's log area: its node and offset.
+type logCopy struct {
+	node int
+	off  int64
+}
+
+// logCopies are the copies of coordinator id's log area on the nodes
+// live in v: copy j (0 to F) on node (id div C + j) mod nodes, in area
+// j·C + id mod C there.
+func (db *DB) logCopies(v *view, id int) []logCopy {
 	per := db.lay.Coordinators
-	return id / per, db.lay.offLogs() + int64(id%per)*int64(db.lay.LogSize)
+	var out []logCopy
+	for j := 0; j <= db.lay.F; j++ {
+		n := (id/per + j) % db.n
+		if db.live(v, n) {
+			out = append(out, logCopy{n, db.lay.offLogs() + int64(j*per+id%per)*int64(db.lay.LogSize)})
+		}
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package ford
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -24,8 +25,16 @@ type Config struct {
 	// when not nil, is a device to use instead (not closed by the DB).
 	Device string
 	Dev    verbs.Device
-	// Token is the nodes' auth token.
+	// Token is the nodes' auth token (and the membership's).
 	Token string
+	// Members, when not empty, are the nodes' membership addresses
+	// (host:port, TCP; NodeConfig.Members), in the same order as Nodes:
+	// the client learns the configuration from them, routes by it and
+	// follows it when a node is taken out (doc.go, Failover); Lease is
+	// then at most the nodes' NodeConfig.Lease and Skew at least their
+	// NodeConfig.Skew. Empty: the layout's placement, and a dead node's
+	// shards are unavailable.
+	Members []string
 	// Layout is the database's shape (defaults: see Layout).
 	Layout Layout
 	// Lease is how long a transaction's locks are its own (default and
@@ -94,7 +103,8 @@ type DB struct {
 	ownDev bool
 	pd     verbs.PD
 	cq     verbs.CQ
-	nodes  []*node
+	nodes  []*node // by index; nil for a node out (or unreachable) at Dial
+	n      int     // the nodes of the layout
 	fab    *fabric
 	iss    issuer
 	log    *slog.Logger
@@ -117,6 +127,16 @@ type DB struct {
 	closed atomic.Bool
 	life   sync.RWMutex // rounds hold it shared; Close exclusively
 
+	view       atomic.Pointer[view] // what transactions begin under (view.go)
+	params     params               // the membership's leases (fixed at Dial)
+	qmu        sync.Mutex           // queries of the membership, one at a time
+	lastMember int
+	kick       chan struct{} // wakes the renewer
+	rctx       context.Context
+	rcancel    context.CancelFunc
+	rwg        sync.WaitGroup
+	frozen     atomic.Bool // tests: no renewal (a client cut from the membership)
+
 	stats counters
 }
 
@@ -129,8 +149,25 @@ func Dial(ctx context.Context, cfg Config) (_ *DB, err error) {
 	if err := cfg.Layout.check(len(cfg.Nodes)); err != nil {
 		return nil, err
 	}
+	if len(cfg.Members) > 0 && len(cfg.Members) != len(cfg.Nodes) {
+		return nil, fmt.Errorf("%w: %d membership addresses for %d nodes", ErrLayout, len(cfg.Members), len(cfg.Nodes))
+	}
 	db := &DB{cfg: cfg, lay: cfg.Layout, log: cfg.Logger, nonce: rand.Uint64() | 1<<63, open: map[*Tx]struct{}{},
-		coords: make([]atomic.Pointer[coord], 2*cfg.MaxTx+64), sem: make(chan struct{}, cfg.MaxTx)}
+		coords: make([]atomic.Pointer[coord], 2*cfg.MaxTx+64), sem: make(chan struct{}, cfg.MaxTx), n: len(cfg.Nodes)}
+	db.view.Store(staticView(db.n, db.lay.F))
+	if len(cfg.Members) > 0 {
+		db.view.Store(nil)
+		if err := db.learn(ctx); err != nil {
+			return nil, err
+		}
+		// The nodes bound the leases every client counts with (the hold
+		// before a new epoch is used counts on them).
+		if db.params.lease < db.cfg.Lease {
+			db.cfg.Lease = db.params.lease
+			db.cfg.Margin = min(db.cfg.Margin, db.cfg.Lease/5)
+		}
+		db.cfg.Skew = min(max(db.cfg.Skew, db.params.skew), db.cfg.Margin/2)
+	}
 	db.arena = newArena(&db.lay)
 	db.dev = cfg.Dev
 	if db.dev == nil {
@@ -151,8 +188,19 @@ func Dial(ctx context.Context, cfg Config) (_ *DB, err error) {
 		return nil, err
 	}
 	need := uint64(db.lay.NodeBytes())
+	v := db.view.Load()
 	for i, addr := range cfg.Nodes {
+		if v.out(i) {
+			db.nodes = append(db.nodes, nil)
+			continue
+		}
 		n, err := dialNode(ctx, db.dev, db.pd, db.cq, i, addr, cfg.Token)
+		if err != nil && len(cfg.Members) > 0 {
+			// Not out (yet): its operations fail until it is.
+			db.log.Warn("ford: a node unreachable", "node", addr, "err", err)
+			db.nodes = append(db.nodes, nil)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -170,21 +218,36 @@ func Dial(ctx context.Context, cfg Config) (_ *DB, err error) {
 	if err := db.format(ctx); err != nil {
 		return nil, err
 	}
+	if len(cfg.Members) > 0 {
+		db.kick = make(chan struct{}, 1)
+		db.rctx, db.rcancel = context.WithCancel(context.Background())
+		db.rwg.Add(1)
+		go db.renew()
+	}
 	return db, nil
 }
+
+// live reports whether node n may be used under v: in it, and connected.
+func (db *DB) live(v *view, n int) bool { return !v.out(n) && db.nodes[n] != nil }
 
 // format writes the layout's fingerprint into every node's header that
 // has none, and checks the others'.
 func (db *DB) format(ctx context.Context) error {
-	c, fp := db.setup, db.lay.fingerprint(len(db.nodes))
+	c, fp := db.setup, db.lay.fingerprint(db.n)
+	c.v = db.view.Load()
 	var b byNode
 	for i := range db.nodes {
-		b.add(i, c.cas(i, 0, db.arena.results+8*i, 0, fp))
+		if db.live(c.v, i) {
+			b.add(i, c.cas(i, 0, db.arena.results+8*i, 0, fp))
+		}
 	}
 	if err := db.iss.round(ctx, c, b.lists); err != nil {
 		return err
 	}
 	for i, n := range db.nodes {
+		if !db.live(c.v, i) {
+			continue
+		}
 		if old := c.word(db.arena.results + 8*i); old != 0 && old != fp {
 			return fmt.Errorf("%w: node %s holds another database's layout", ErrLayout, n.addr)
 		}
@@ -192,11 +255,22 @@ func (db *DB) format(ctx context.Context) error {
 	return nil
 }
 
-// remote is the address of offset off of node n's region.
-func (db *DB) remote(n int, off int64) uint64 { return db.nodes[n].base + uint64(off) }
+// remote is the address of offset off of node n's region (0 for a node
+// not connected: the round fails at the post).
+func (db *DB) remote(n int, off int64) uint64 {
+	if db.nodes[n] == nil {
+		return 0
+	}
+	return db.nodes[n].base + uint64(off)
+}
 
 // rkey is node n's region key.
-func (db *DB) rkey(n int) uint32 { return db.nodes[n].key }
+func (db *DB) rkey(n int) uint32 {
+	if db.nodes[n] == nil {
+		return 0
+	}
+	return db.nodes[n].key
+}
 
 // coordAt is the coordinator of index i (the poller's routing).
 func (db *DB) coordAt(i int) *coord {
@@ -211,10 +285,15 @@ func (db *DB) Begin(ctx context.Context) (txn.Tx, error) {
 	if db.closed.Load() {
 		return nil, txn.ErrClosed
 	}
+	v, err := db.current(ctx)
+	if err != nil {
+		return nil, err
+	}
 	c, err := db.takeCoord(ctx)
 	if err != nil {
 		return nil, err
 	}
+	c.v = v
 	if err := db.iss.begin(ctx, c); err != nil {
 		db.putCoord(c)
 		return nil, err
@@ -268,14 +347,27 @@ func (db *DB) putCoord(c *coord) {
 func (db *DB) claim(ctx context.Context, idx int) (*coord, error) {
 	db.smu.Lock()
 	defer db.smu.Unlock()
-	nodes := len(db.nodes)
+	v := db.view.Load()
+	db.setup.v = v
+	nodes := db.n
 	start := rand.N(nodes)
+	var unreachable error
 	for k := range nodes {
 		n := (start + k) % nodes
+		if !db.live(v, n) {
+			continue
+		}
 		c, err := db.claimOn(ctx, db.setup, idx, n, rand.N(db.lay.Coordinators))
+		if err != nil && errors.Is(err, txn.ErrUnreachable) && len(db.cfg.Members) > 0 {
+			unreachable = err // a node not out yet: claim on another
+			continue
+		}
 		if err != nil || c != nil {
 			return c, err
 		}
+	}
+	if unreachable != nil {
+		return nil, txn.Abort(txn.Timeout, nil, unreachable)
 	}
 	return nil, fmt.Errorf("%w: no free coordinator id on any node", txn.ErrFull)
 }
@@ -324,6 +416,10 @@ func (db *DB) Close() error {
 	if db.recov != nil {
 		free = append(free, db.recov)
 	}
+	v := db.view.Load()
+	for _, c := range free {
+		c.v = v
+	}
 	var wg sync.WaitGroup
 	for _, c := range free {
 		wg.Go(func() { db.release(ctx, c) })
@@ -337,15 +433,26 @@ func (db *DB) Close() error {
 func (db *DB) release(ctx context.Context, c *coord) {
 	a := &db.arena
 	binary.LittleEndian.PutUint64(c.buf[a.results:], 0)
-	_ = db.iss.round(ctx, c, []list{{node: c.logNode, wrs: []verbs.SendWR{
-		c.write(c.logNode, c.logOff, a.zero, 8),
-		c.cas(c.logNode, offClaims+int64(8*(c.id%db.lay.Coordinators)), a.results, db.nonce, 0)}}})
+	var b byNode
+	for _, l := range db.logCopies(c.v, c.id) {
+		b.add(l.node, c.write(l.node, l.off, a.zero, 8))
+	}
+	if db.live(c.v, c.logNode) {
+		b.add(c.logNode, c.cas(c.logNode, offClaims+int64(8*(c.id%db.lay.Coordinators)), a.results, db.nonce, 0))
+	}
+	_ = db.iss.round(ctx, c, b.lists)
 }
 
 // teardown closes what Dial opened.
 func (db *DB) teardown() {
+	if db.rcancel != nil {
+		db.rcancel()
+		db.rwg.Wait()
+	}
 	for _, n := range db.nodes {
-		n.conn.Close()
+		if n != nil {
+			n.conn.Close()
+		}
 	}
 	if db.fab != nil {
 		db.fab.stop()

@@ -11,8 +11,9 @@
 // Keys are placed by txn.Shard over the nodes (at least 2; 3 or more for
 // f = 1 to spread backups), one shard per node. Shard s has F+1 copies
 // (default F = 1): the primary on node s, backups on s+1 … s+F. Each
-// node's region holds a header, C coordinator claim words, C log areas
-// and F+1 tables (layout.go). A table is Buckets fixed slots; a key lives
+// node's region holds a header, C coordinator claim words, (F+1)·C log
+// areas (a coordinator's log has a copy on its log node and the F next
+// ones) and F+1 tables (layout.go). A table is Buckets fixed slots; a key lives
 // in the first free slot of its window [home, home+MaxProbe) and never
 // moves, in the same slot of every copy, so a client finds it with one
 // READ (the window's first FirstProbe slots) and then caches the slot.
@@ -32,7 +33,8 @@
 //	               primary: [CAS lock 0→W, READ slot]   backups: [CAS lock 0→W]   one round trip
 //	commit   1.  validate: per primary node one list of READs of (lock, version) of the records
 //	             only read: each unlocked and unchanged                          one round trip
-//	         2.  log: WRITE of the log record (logrec.go) into the coordinator's area  one round trip
+//	         2.  log: WRITE of the log record (logrec.go) into every copy of the
+//	             coordinator's area, one list per copy's node                   one round trip
 //	         3.  coalescent commit: per node one list, for every copy there of every
 //	             written record [WRITE image (version … value), WRITE lock := 0]   one round trip
 //	         4.  truncate the log (WRITE of its magic to 0), posted, not waited for
@@ -85,12 +87,86 @@
 // Sweep. No lock outlives its lease by more than the time its finder's
 // recovery takes.
 //
-// A memory node that fails is not replaced here: operations that need it
-// fail with txn.ErrUnreachable (a lock round releases the copies it took
-// on the live nodes). A commit whose log WRITE fails on a broken
-// connection returns ErrUnreachable at once, its outcome unknown — the
-// record may have landed, and only a reader of the log may decide — and
-// leaves its locks to their lease and whoever recovers them.
+// The log has F+1 copies (logcopies.go): the record is WRITten to every
+// live copy in one round; recovery READs every live copy in one round
+// and rolls forward when one holds a valid record naming the lock word.
+// Before it acts on a record a recoverer WRITEs it to every live copy:
+// a coordinator that died during its log round may have left it on one
+// copy only, whose node may die next. A copy gains a record only from
+// its coordinator or from a copy that holds it, so once no live copy
+// holds it none ever will: a decision to roll back is never contradicted.
+//
+// Without a membership (Config.Members empty) a memory node that fails
+// is not replaced: operations that need it fail with txn.ErrUnreachable
+// (a lock round releases the copies it took on the live nodes), and a
+// commit whose log WRITE fails on a broken connection returns
+// ErrUnreachable at once, its outcome unknown — the record may have
+// landed, and only a reader of the log may decide — leaving its locks to
+// their lease and whoever recovers them.
+//
+// # Failover
+//
+// Nodes started with StartNode (node.go) are a memnode region plus a
+// member of the database's membership: the raft group (go.etcd.io/raft/v3
+// over authenticated TCP) that txn/farm uses too (txn/internal/membership).
+// It holds the Configuration: an epoch, each shard's primary and backups,
+// the nodes out. Its leader takes out a node silent for NodeConfig.Silence
+// (never the last copy of a shard: that would save nothing); every member
+// applies the change alike: the node leaves every shard, each shard it was
+// primary of is promoted to its first backup. Copies never move: a
+// promoted backup already holds its shard in the same slots.
+//
+// A client with Config.Members queries a member for the configuration
+// (config.go): a linearizable read (raft's ReadIndex), so the answer was
+// the newest configuration at some point after the query was sent. It
+// holds it as a view (view.go) and routes every round of a transaction by
+// the view the transaction began under: Gets and lock READs go to the
+// view's primary (or a backup of it with BackupReads), lock CASes,
+// in-place WRITEs and unlocks to every copy in the view, validation to
+// the primary, the log to its copies on nodes in the view.
+//
+// No committed transaction is lost. Commit reports success only when
+// the round WRITing every copy of the view completed, or when recovery
+// rolled the transaction forward, which writes every copy of its view
+// too. A change only takes nodes out, so each copy of the new epoch was a
+// copy of the old one, written under the same locks: the promoted backup
+// holds every committed image.
+//
+// In-flight transactions meet the dead node as failed rounds. Before its
+// log round a transaction aborts (txn.Run runs it again; the lock round
+// releases the copies it took on live nodes, the dead node's are gone
+// with it). After the log round — the round itself failing on the dead
+// copy, or the in-place writes — the coordinator waits out its lease and
+// recovers its own commit under the newest configuration in use (again
+// under the next while a node is unreachable), so its caller learns the
+// outcome. Locks of coordinators that died are recovered by lease, as
+// ever, from the log copies on the live nodes.
+//
+// Fencing is by leases on configurations — clients cannot commit under
+// an epoch once the next is in use. A view of epoch e is leased for
+// NodeConfig.ConfigLease from the moment its query was sent; a
+// transaction begins and takes its first lock (so sets its lock
+// deadline) only under the lease, a recovery adopts only under it, and
+// no round is posted after the lease's end plus Lease − Margin. Epoch
+// e+1 committed at T; every answer of e was read before T, so every
+// lease on e ends before T + ConfigLease, every transaction of e has
+// posted its last request by T + ConfigLease + Lease, and its locks have
+// expired by any client's clock a Skew later. Members apply e+1 after T,
+// and clients use it only hold = ConfigLease + Lease + 2·Skew after the
+// member they asked applied it (its age in the answer, then a local
+// wait). So no transaction of e+1 overlaps one of e: e's locks it meets
+// are expired and their logs final. A client that cannot renew (cut
+// from the membership, or a zombie's only peer) stops with ErrStale.
+// Per-epoch rkeys would fence without waiting, but verbs cannot register
+// the same memory again under a new rkey, and an epoch word the node's
+// CPU writes is not atomic with the NIC's CAS of a lock. The price is a
+// failover of Silence plus hold, and clients that honour leases — as
+// they honour lock leases already.
+//
+// Failover tests (failover_test.go, on the loop transport): SmallBank
+// from three clients under the checker with node 0 killed mid-run, a
+// killed log node of a coordinator stopped at StepLogged, a corrupt
+// log copy, and a client whose lease on epoch 1 ran out.
 //
 // # Crash table
 //
@@ -122,11 +198,14 @@
 // failure, with no change to the protocol.
 //
 // Files: layout.go (Layout, region offsets), slot.go (slot format),
-// lockword.go (lock words, leases), logrec.go (log record), issue.go (the
-// issuer seam, work-request builders), conn.go (direct issuer), coord.go
-// (coordinator contexts and their buffers), db.go (Config, Dial, Close,
-// claims), tx.go (execution: reads, hitchhiked locking), lookup.go (slot
-// lookup), commit.go (validate, log, coalescent commit), recovery.go
-// (roll forward/back, Recover), sweep.go (Sweep), hook.go (crash steps),
+// lockword.go (lock words, leases), logrec.go (log record), logcopies.go
+// (the log's F+1 copies), issue.go (the issuer seam, work-request
+// builders), conn.go (direct issuer), coord.go (coordinator contexts and
+// their buffers), db.go (Config, Dial, Close, claims), view.go (the
+// configuration a transaction routes by, its lease), config.go (the
+// client's queries of the membership), node.go (NodeConfig, StartNode),
+// tx.go (execution: reads, hitchhiked locking), lookup.go (slot lookup),
+// commit.go (validate, log, coalescent commit), recovery.go (roll
+// forward/back, Recover), sweep.go (Sweep), hook.go (crash steps),
 // stats.go.
 package ford

@@ -9,14 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/internal/remotedev"
 	"github.com/rdmakit/rdmakit/memnode"
 	_ "github.com/rdmakit/rdmakit/transport/loop"
 	"github.com/rdmakit/rdmakit/txn/ford"
 )
 
+// TestMain lets the test binary play a memory node process
+// (failover_tcp_test.go).
 func TestMain(m *testing.M) {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
-	os.Exit(m.Run())
+	remotedev.TestMain(m)
 }
 
 var seq atomic.Int64

@@ -23,7 +23,8 @@ type Layout struct {
 	// ValueSize is the largest value a slot holds (default txn.MaxValue).
 	ValueSize int
 	// Coordinators is the coordinator ids each node hosts, each with a
-	// log area (default 64).
+	// log area there and a copy of it on each of the F next nodes
+	// (default 64).
 	Coordinators int
 	// LogSize is the bytes of one coordinator's log area (default
 	// 32 KiB): a transaction whose log record is larger aborts with
@@ -90,9 +91,11 @@ func (l *Layout) check(nodes int) error {
 // A node's region, from offset 0:
 //
 //	[0, 64)            header: the layout's fingerprint (word 0)
-//	[claims, +8·C)     coordinator claim words, one per coordinator id
-//	[logs, +LogSize·C) coordinator log areas
-//	[tables, …)        F+1 tables: copy i is shard (node − i) mod nodes
+//	[claims, +8·C)             coordinator claim words, one per coordinator id
+//	[logs, +LogSize·C·(F+1))   coordinator log areas: copy j of the log of
+//	                           coordinator id is area j·C + id mod C of node
+//	                           (id div C + j) mod nodes
+//	[tables, …)                F+1 tables: copy i is shard (node − i) mod nodes
 const (
 	headerSize = 64
 	offClaims  = headerSize
@@ -100,7 +103,9 @@ const (
 
 func (l *Layout) offLogs() int64 { return offClaims + int64(l.Coordinators*8+63)&^63 }
 
-func (l *Layout) offTables() int64 { return l.offLogs() + int64(l.Coordinators)*int64(l.LogSize) }
+func (l *Layout) offTables() int64 {
+	return l.offLogs() + int64(l.F+1)*int64(l.Coordinators)*int64(l.LogSize)
+}
 
 // SlotSize is the bytes of one slot: header, key, value, rounded up to
 // 64.
@@ -129,15 +134,6 @@ func (l *Layout) slotOff(n, s, i, nodes int) int64 {
 	return l.offTables() + (int64(c)*int64(l.Buckets)+int64(i))*int64(l.SlotSize())
 }
 
-// replicas returns the nodes holding shard s, the primary first.
-func (l *Layout) replicas(s, nodes int) []int {
-	r := make([]int, l.F+1)
-	for i := range r {
-		r[i] = (s + i) % nodes
-	}
-	return r
-}
-
 // home is key hash h's first slot: probing never wraps, so a key's
 // window is [home, home+MaxProbe). The hash is mixed again first:
 // txn.Shard took h mod shards.
@@ -148,11 +144,14 @@ func (l *Layout) home(h uint64) int {
 	return int(h % uint64(l.Buckets-MaxProbe+1))
 }
 
+// layoutVersion changes with the region's format (2: F+1 log copies).
+const layoutVersion = 2
+
 // fingerprint identifies the layout on nodes nodes: never 0 (an
 // unformatted header).
 func (l *Layout) fingerprint(nodes int) uint64 {
 	var b []byte
-	for _, v := range []int{nodes, l.F, l.Buckets, l.ValueSize, l.Coordinators, l.LogSize} {
+	for _, v := range []int{layoutVersion, nodes, l.F, l.Buckets, l.ValueSize, l.Coordinators, l.LogSize} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
 	}
 	f := crc64.Checksum(b, crcTable) | 1

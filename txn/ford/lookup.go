@@ -21,7 +21,12 @@ var ErrCorrupt = errors.New("ford: corrupt slot")
 // checksum.
 var errTorn = fmt.Errorf("%w: torn under a lock", ErrCorrupt)
 
-// tornTries is how many times a READ that raced a write is repeated.
+// tornTries is how many times a READ that raced a write is repeated at
+// once; after them it is repeated every millisecond until a lease has
+// passed since the first: a write under way lands within its writer's
+// lease (doc.go), but its writer may be descheduled in the middle of it
+// for longer than 64 READs take (transports whose initiator copies the
+// bytes itself, a loaded machine). Torn for longer, the slot is corrupt.
 const tornTries = 64
 
 // now is the clock of leases.
@@ -83,9 +88,13 @@ func (t *Tx) lookup(r *rec, n int) (int, object, error) {
 func (t *Tx) readSlots(r *rec, n, first, count int) ([]object, error) {
 	db, c, a := t.db, t.c, &t.db.arena
 	size := db.lay.SlotSize()
-	off := db.lay.slotOff(n, r.shard, first, len(db.nodes))
+	off := db.lay.slotOff(n, r.shard, first, db.n)
 	objs := make([]object, count)
+	var since time.Time
 	for try := 0; ; try++ {
+		if err := t.posting(); err != nil {
+			return nil, err
+		}
 		if err := db.iss.round(t.ctx, c, []list{{node: n, wrs: []verbs.SendWR{c.read(n, off, a.window, count*size)}}}); err != nil {
 			return nil, roundErr(err, r.key)
 		}
@@ -102,9 +111,16 @@ func (t *Tx) readSlots(r *rec, n, first, count int) ([]object, error) {
 		if !torn {
 			return objs, nil
 		}
-		if try == tornTries {
-			return nil, fmt.Errorf("%w: %d READs of %q's window on node %d", ErrCorrupt, tornTries+1, r.key, n)
+		if try == 0 {
+			since = time.Now()
 		}
-		runtime.Gosched()
+		if try >= tornTries && time.Since(since) > db.cfg.Lease+db.cfg.Skew {
+			return nil, fmt.Errorf("%w: %d READs of %q's window on node %d in %v", ErrCorrupt, try+1, r.key, n, time.Since(since).Round(time.Millisecond))
+		}
+		if try < tornTries {
+			runtime.Gosched()
+		} else {
+			time.Sleep(time.Millisecond)
+		}
 	}
 }

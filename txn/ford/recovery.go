@@ -12,10 +12,11 @@ import (
 // Recovery. A lock whose lease is over (by more than Skew) belongs to a
 // coordinator that will never write in place again (it checks its lease,
 // with Margin, before its log and before its writes). Whoever finds one
-// reads the owner's log area:
+// reads the owner's log area, every live copy of it (logcopies.go):
 //
-//   - a valid record naming this very lock word: the transaction was
-//     logged, so validated and decided — roll it forward. The recoverer
+//   - a valid record naming this very lock word on any copy: the
+//     transaction was logged, so validated and decided — roll it forward.
+//     The recoverer first writes the record to every live copy, then
 //     adopts it: it logs the same entries under a lock word of its own,
 //     swaps that word in (CAS from the dead one) on every copy still
 //     locked by the dead transaction, then writes each such copy's image
@@ -31,9 +32,10 @@ import (
 var ErrLeaseLive = errors.New("ford: the coordinator's lease is not over")
 
 // recovery is the coordinator recoveries run on (claimed at the first),
-// held under db.rmu.
-func (db *DB) recovery(ctx context.Context) (*coord, error) {
+// held under db.rmu, routing by view v.
+func (db *DB) recovery(ctx context.Context, v *view) (*coord, error) {
 	if db.recov != nil {
+		db.recov.v = v
 		return db.recov, nil
 	}
 	db.cmu.Lock()
@@ -45,28 +47,40 @@ func (db *DB) recovery(ctx context.Context) (*coord, error) {
 		return nil, err
 	}
 	db.recov = c
+	c.v = v
 	return c, nil
 }
 
 // recoverLock recovers the expired lock w found on a copy of slot of
-// shard s.
+// shard s, under view v (the finder's).
 // It reports whether the lock's transaction was logged (rolled
 // forward). Either way the copies of the slot itself are released last:
 // a record the transaction locked without writing it (a failed Insert
 // or Delete) is in no log entry.
-func (db *DB) recoverLock(ctx context.Context, w lockWord, s, slot int) (forward bool, err error) {
+func (db *DB) recoverLock(ctx context.Context, v *view, w lockWord, s, slot int) (forward bool, err error) {
 	db.rmu.Lock()
 	defer db.rmu.Unlock()
-	rc, err := db.recovery(ctx)
+	// Recovery adopts transactions under a lock word of its own: like a
+	// transaction's first lock, only under the configuration's lease.
+	if err := v.leased(now()); err != nil {
+		return false, err
+	}
+	rc, err := db.recovery(ctx, v)
 	if err != nil {
 		return false, err
 	}
-	rec, err := db.readLog(ctx, rc, w.owner())
-	if err != nil && !errors.Is(err, errBadLog) {
+	recs, err := db.readLogs(ctx, rc, w.owner())
+	if err != nil {
 		return false, err
 	}
-	if err == nil && rec.lock == w {
+	for _, rec := range recs {
+		if rec.lock != w {
+			continue
+		}
 		db.stats.forward.Add(1)
+		if err := db.replicate(ctx, rc, w.owner(), rec); err != nil {
+			return true, err
+		}
 		if err := db.rollForward(ctx, rc, rec); err != nil {
 			return true, err
 		}
@@ -76,54 +90,40 @@ func (db *DB) recoverLock(ctx context.Context, w lockWord, s, slot int) (forward
 	return false, db.rollBack(ctx, rc, w, s, slot)
 }
 
-// readLog READs coordinator id's log area into rc's log buffer and
-// decodes it (errBadLog: no valid record).
-func (db *DB) readLog(ctx context.Context, rc *coord, id int) (logRecord, error) {
-	if id >= len(db.nodes)*db.lay.Coordinators {
-		return logRecord{}, fmt.Errorf("%w: coordinator %d of %d", errBadLog, id, len(db.nodes)*db.lay.Coordinators)
-	}
-	a := &db.arena
-	n, off := db.logLoc(id)
-	if err := db.iss.round(ctx, rc, []list{{node: n, wrs: []verbs.SendWR{rc.read(n, off, a.logBuf, db.lay.LogSize)}}}); err != nil {
-		return logRecord{}, roundErr(err, nil)
-	}
-	rec, err := decodeLog(rc.buf[a.logBuf:a.logBuf+db.lay.LogSize], &db.lay, len(db.nodes))
-	if err != nil {
-		return rec, err
-	}
-	// The entries alias the buffer the adoption overwrites: copy them.
-	for i := range rec.entries {
-		e := &rec.entries[i]
-		e.key, e.value = append([]byte(nil), e.key...), append([]byte(nil), e.value...)
-	}
-	return rec, nil
-}
-
 // rollBack releases every copy of slot of shard s still locked by w.
 func (db *DB) rollBack(ctx context.Context, rc *coord, w lockWord, s, slot int) error {
-	a, nodes := &db.arena, len(db.nodes)
+	a, nodes := &db.arena, db.n
 	var b byNode
-	for i, nd := range db.lay.replicas(s, nodes) {
+	for i, nd := range rc.v.replicas(s) {
 		b.add(nd, rc.cas(nd, db.lay.slotOff(nd, s, slot, nodes)+slotLock, a.results+8*i, uint64(w), 0))
 	}
-	return roundErr(db.iss.round(ctx, rc, b.lists), nil)
+	return db.recoveryRound(ctx, rc, b.lists)
+}
+
+// recoveryRound is a round of a recovery: posted only while its view
+// allows (view.posting), as a transaction's.
+func (db *DB) recoveryRound(ctx context.Context, rc *coord, lists []list) error {
+	if err := rc.v.posting(now(), db.cfg.Lease, db.cfg.Margin); err != nil {
+		return err
+	}
+	return roundErr(db.iss.round(ctx, rc, lists), nil)
 }
 
 // rollForward adopts logged transaction rec and installs its images on
 // every copy it still has locked.
 func (db *DB) rollForward(ctx context.Context, rc *coord, rec logRecord) error {
-	a, nodes := &db.arena, len(db.nodes)
+	a, nodes := &db.arena, db.n
 	mine := rc.nextLock(now())
 	n := recordLen(rec.entries)
 	encodeLog(rc.buf[a.logBuf:], mine, rec.entries)
-	if err := db.iss.round(ctx, rc, []list{{node: rc.logNode, wrs: []verbs.SendWR{rc.write(rc.logNode, rc.logOff, a.logBuf, n)}}}); err != nil {
-		return roundErr(err, nil)
+	if err := db.writeLogCopies(ctx, rc, rc.id, n); err != nil {
+		return err
 	}
 	type place struct{ node, entry int }
 	var places []place
 	var b byNode
 	for i, e := range rec.entries {
-		for _, nd := range db.lay.replicas(e.shard, nodes) {
+		for _, nd := range rc.v.replicas(e.shard) {
 			if len(places) == a.maxCopies {
 				break
 			}
@@ -131,8 +131,8 @@ func (db *DB) rollForward(ctx context.Context, rc *coord, rec logRecord) error {
 			places = append(places, place{nd, i})
 		}
 	}
-	if err := db.iss.round(ctx, rc, b.lists); err != nil {
-		return roundErr(err, nil)
+	if err := db.recoveryRound(ctx, rc, b.lists); err != nil {
+		return err
 	}
 	b = byNode{}
 	loc := a.images
@@ -155,10 +155,10 @@ func (db *DB) rollForward(ctx context.Context, rc *coord, rec logRecord) error {
 		off := db.lay.slotOff(p.node, e.shard, e.slot, nodes)
 		b.add(p.node, rc.write(p.node, off+slotVersion, img, size), rc.write(p.node, off+slotLock, a.zero, 8))
 	}
-	if err := db.iss.round(ctx, rc, b.lists); err != nil {
-		return roundErr(err, nil)
+	if err := db.recoveryRound(ctx, rc, b.lists); err != nil {
+		return err
 	}
-	return db.iss.post(rc, []list{{node: rc.logNode, wrs: []verbs.SendWR{rc.write(rc.logNode, rc.logOff, a.zero, 8)}}})
+	return db.truncateLog(rc)
 }
 
 // Recovered says what Recover did.
@@ -179,34 +179,50 @@ type Recovered struct {
 // clients that find them (their lease is over) or by Sweep.
 func (db *DB) Recover(ctx context.Context, id int) (Recovered, error) {
 	var out Recovered
-	if id < 0 || id >= len(db.nodes)*db.lay.Coordinators {
-		return out, fmt.Errorf("%w: coordinator %d (0 to %d)", verbs.ErrInvalidArg, id, len(db.nodes)*db.lay.Coordinators-1)
+	if id < 0 || id >= db.n*db.lay.Coordinators {
+		return out, fmt.Errorf("%w: coordinator %d (0 to %d)", verbs.ErrInvalidArg, id, db.n*db.lay.Coordinators-1)
 	}
 	db.life.RLock()
 	defer db.life.RUnlock()
 	if db.closed.Load() {
 		return out, txn.ErrClosed
 	}
-	db.rmu.Lock()
-	defer db.rmu.Unlock()
-	rc, err := db.recovery(ctx)
+	v, err := db.current(ctx)
 	if err != nil {
 		return out, err
 	}
-	rec, err := db.readLog(ctx, rc, id)
-	switch {
-	case err == nil:
+	db.rmu.Lock()
+	defer db.rmu.Unlock()
+	rc, err := db.recovery(ctx, v)
+	if err != nil {
+		return out, err
+	}
+	recs, err := db.readLogs(ctx, rc, id)
+	if err != nil {
+		return out, err
+	}
+	if len(recs) > 0 {
+		rec := recs[0] // the newest: a coordinator's lock words only grow
+		for _, r := range recs[1:] {
+			if r.lock > rec.lock {
+				rec = r
+			}
+		}
 		if !rec.lock.expired(now(), db.cfg.Skew) {
 			return out, fmt.Errorf("%w: until %v", ErrLeaseLive, rec.lock.deadline().Add(db.cfg.Skew))
 		}
 		out.Logged = true
+		if err := db.replicate(ctx, rc, id, rec); err != nil {
+			return out, err
+		}
 		if out.Copies, err = db.rollForwardCount(ctx, rc, rec); err != nil {
 			return out, err
 		}
-	case !errors.Is(err, errBadLog):
-		return out, err
 	}
 	n, off := id/db.lay.Coordinators, int64(offClaims+8*(id%db.lay.Coordinators))
+	if !db.live(v, n) {
+		return out, nil // the claim word went with its node
+	}
 	a := &db.arena
 	if err := db.iss.round(ctx, rc, []list{{node: n, wrs: []verbs.SendWR{rc.read(n, off, a.results, 8)}}}); err != nil {
 		return out, roundErr(err, nil)
@@ -232,11 +248,11 @@ func (db *DB) rollForwardCount(ctx context.Context, rc *coord, rec logRecord) (i
 
 // countLocked counts the copies of rec's records locked by rec's word.
 func (db *DB) countLocked(ctx context.Context, rc *coord, rec logRecord) (int, error) {
-	a, nodes := &db.arena, len(db.nodes)
+	a, nodes := &db.arena, db.n
 	var b byNode
 	k := 0
 	for _, e := range rec.entries {
-		for _, nd := range db.lay.replicas(e.shard, nodes) {
+		for _, nd := range rc.v.replicas(e.shard) {
 			if k == a.maxReads {
 				break
 			}

@@ -30,7 +30,11 @@ func (db *DB) Sweep(ctx context.Context) (Swept, error) {
 	if db.closed.Load() {
 		return out, txn.ErrClosed
 	}
-	held, err := db.scanLocks(ctx)
+	v, err := db.current(ctx)
+	if err != nil {
+		return out, err
+	}
+	held, err := db.scanLocks(ctx, v)
 	if err != nil {
 		return out, err
 	}
@@ -39,7 +43,7 @@ func (db *DB) Sweep(ctx context.Context) (Swept, error) {
 			out.Live++
 			continue
 		}
-		if _, err := db.recoverLock(ctx, h.w, h.shard, h.slot); err != nil {
+		if _, err := db.recoverLock(ctx, v, h.w, h.shard, h.slot); err != nil {
 			return out, err
 		}
 		out.Recovered++
@@ -47,15 +51,20 @@ func (db *DB) Sweep(ctx context.Context) (Swept, error) {
 	return out, nil
 }
 
-// scanLocks lists every locked copy (by slot, once per lock word).
-func (db *DB) scanLocks(ctx context.Context) ([]heldLock, error) {
+// scanLocks lists every locked copy on the nodes live in v (by slot,
+// once per lock word).
+func (db *DB) scanLocks(ctx context.Context, v *view) ([]heldLock, error) {
 	db.smu.Lock()
 	defer db.smu.Unlock()
 	c, a := db.setup, &db.arena
-	size, nodes := db.lay.SlotSize(), len(db.nodes)
+	c.v = v
+	size, nodes := db.lay.SlotSize(), db.n
 	seen := map[heldLock]bool{}
 	var out []heldLock
 	for nd := range db.nodes {
+		if !db.live(v, nd) {
+			continue
+		}
 		for i := 0; i <= db.lay.F; i++ {
 			s := (nd - i + nodes) % nodes
 			for first := 0; first < db.lay.Buckets; first += MaxProbe {

@@ -118,7 +118,7 @@ func (t *Tx) Get(key []byte) ([]byte, error) {
 	}
 	r = t.rec(key)
 	if err := t.readRec(r); err != nil {
-		return nil, t.fail(err)
+		return nil, t.failExec(err)
 	}
 	if !r.present {
 		return nil, txn.ErrNotFound
@@ -134,7 +134,7 @@ func (t *Tx) Put(key, value []byte) error {
 	defer t.end()
 	r, err := t.locked(key)
 	if err != nil {
-		return t.fail(err)
+		return t.failExec(err)
 	}
 	r.write, r.del, r.nval = true, false, bytes.Clone(value)
 	return nil
@@ -148,7 +148,7 @@ func (t *Tx) Insert(key, value []byte) error {
 	defer t.end()
 	r, err := t.locked(key)
 	if err != nil {
-		return t.fail(err)
+		return t.failExec(err)
 	}
 	if r.write && !r.del || !r.write && r.lockPresent {
 		return fmt.Errorf("%w: %q", txn.ErrExists, key)
@@ -165,7 +165,7 @@ func (t *Tx) Delete(key []byte) error {
 	defer t.end()
 	r, err := t.locked(key)
 	if err != nil {
-		return t.fail(err)
+		return t.failExec(err)
 	}
 	if r.write && r.del || !r.write && !r.lockPresent {
 		return fmt.Errorf("%w: %q", txn.ErrNotFound, key)
@@ -209,7 +209,7 @@ func (t *Tx) rec(key []byte) *rec {
 	if r := t.recs[string(key)]; r != nil {
 		return r
 	}
-	r := &rec{key: bytes.Clone(key), shard: txn.Shard(key, len(t.db.nodes)), slot: -1}
+	r := &rec{key: bytes.Clone(key), shard: txn.Shard(key, t.db.n), slot: -1}
 	t.recs[string(key)] = r
 	t.seq = append(t.seq, r)
 	return r
@@ -221,6 +221,18 @@ func (t *Tx) rec(key []byte) *rec {
 func (t *Tx) fail(err error) error {
 	if errors.Is(err, txn.ErrAborted) || errors.Is(err, txn.ErrUnreachable) {
 		t.abort(err)
+	}
+	return err
+}
+
+// failExec is fail for an error met before the commit point: nothing of
+// the transaction can have landed, so with a membership (Config.Members)
+// an unreachable node makes it an abort (txn.Run runs it again, under
+// the configuration that took the node out), not an unknown outcome.
+func (t *Tx) failExec(err error) error {
+	err = t.fail(err)
+	if len(t.db.cfg.Members) > 0 && errors.Is(err, txn.ErrUnreachable) && !errors.Is(err, txn.ErrAborted) {
+		return txn.Abort(txn.Timeout, nil, err)
 	}
 	return err
 }
@@ -254,10 +266,10 @@ func (t *Tx) finish() {
 
 // readRec reads r (not locked by t) from a copy: its value and version.
 func (t *Tx) readRec(r *rec) error {
-	db := t.db
-	n := r.shard
-	if db.cfg.BackupReads && db.lay.F > 0 {
-		n = (r.shard + 1 + rand.N(db.lay.F)) % len(db.nodes)
+	db, v := t.db, t.c.v
+	n := v.primary(r.shard)
+	if b := v.conf.Backups[r.shard]; db.cfg.BackupReads && len(b) > 0 {
+		n = b[rand.N(len(b))]
 	}
 	for try := 0; ; try++ {
 		slot, s, err := t.lookup(r, n)
@@ -265,7 +277,7 @@ func (t *Tx) readRec(r *rec) error {
 			return err
 		}
 		if s.lock != 0 && lockWord(s.lock).expired(now(), db.cfg.Skew) && try < 3 {
-			if _, err := db.recoverLock(t.ctx, lockWord(s.lock), r.shard, slot); err != nil {
+			if _, err := db.recoverLock(t.ctx, v, lockWord(s.lock), r.shard, slot); err != nil {
 				return err
 			}
 			continue
@@ -289,7 +301,7 @@ func (t *Tx) locked(key []byte) (*rec, error) {
 	if known, ok := db.keys.Load(string(key)); ok {
 		slot = known.(int)
 	} else if !r.read || r.slot < 0 || db.cfg.BackupReads {
-		s, _, err := t.lookup(r, r.shard)
+		s, _, err := t.lookup(r, t.c.v.primary(r.shard))
 		if err != nil {
 			return nil, err
 		}
@@ -299,6 +311,11 @@ func (t *Tx) locked(key []byte) (*rec, error) {
 		return nil, fmt.Errorf("%w: no slot for %q in its window", txn.ErrFull, key)
 	}
 	if t.lock == 0 {
+		// The first lock: under the configuration's lease (doc.go,
+		// Failover), so that its deadline is within the lease plus Lease.
+		if err := t.c.v.leased(now()); err != nil {
+			return nil, err
+		}
 		t.lock = t.c.nextLock(now())
 	}
 	s, err := t.lockRound(r, slot)
@@ -337,8 +354,11 @@ var errLive = errors.New("ford: locked by a live transaction")
 // LockConflict abort.
 func (t *Tx) lockRound(r *rec, slot int) (object, error) {
 	db, c, a := t.db, t.c, &t.db.arena
-	nodes := len(db.nodes)
-	reps := db.lay.replicas(r.shard, nodes)
+	if err := t.posting(); err != nil {
+		return object{}, err
+	}
+	nodes := db.n
+	reps := c.v.replicas(r.shard)
 	var b byNode
 	for i, n := range reps {
 		off := db.lay.slotOff(n, r.shard, slot, nodes)
@@ -367,7 +387,7 @@ func (t *Tx) lockRound(r *rec, slot int) (object, error) {
 		if !other.expired(now(), db.cfg.Skew) {
 			return object{}, errLive
 		}
-		if _, err := db.recoverLock(t.ctx, other, r.shard, slot); err != nil {
+		if _, err := db.recoverLock(t.ctx, c.v, other, r.shard, slot); err != nil {
 			return object{}, err
 		}
 		return object{}, txn.Abort(txn.LockConflict, r.key, nil)

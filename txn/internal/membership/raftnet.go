@@ -1,4 +1,4 @@
-package farm
+package membership
 
 import (
 	"bufio"
@@ -20,7 +20,9 @@ import (
 // TCP connection per ordered pair, opened by the sender, each starting
 // with a hello (u8 token length | token | u32 sender's index) that the
 // receiver checks against its own token, then frames (u32 length |
-// raftpb.Message), each at most maxRaftFrame bytes. Messages are
+// raftpb.Message), each at most maxRaftFrame bytes. A hello whose index
+// is queryFrom is a client's configuration query (query.go): one answer,
+// then the connection ends. Messages are
 // dropped, never queued without bound, when a peer is slow or down:
 // raft sends them again.
 type raftNet struct {
@@ -29,8 +31,9 @@ type raftNet struct {
 	token string
 	log   *slog.Logger
 	ln    net.Listener
-	step  func(raftpb.Message) // hands a received message to raft
-	heard func(from int)       // notes that a peer spoke
+	step  func(raftpb.Message)                      // hands a received message to raft
+	heard func(from int)                            // notes that a peer spoke
+	query func(ctx context.Context) ([]byte, error) // answers a client's query
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -48,18 +51,19 @@ const (
 )
 
 // errRaftHello: a connection that did not present the token.
-var errRaftHello = errors.New("farm: membership: bad hello")
+var errRaftHello = errors.New("membership: bad hello")
 
 // listenRaft starts the transport of node self, listening on ln, or
 // on addrs[self] when ln is nil.
-func listenRaft(self int, addrs []string, ln net.Listener, token string, log *slog.Logger, step func(raftpb.Message), heard func(int)) (*raftNet, error) {
+func listenRaft(self int, addrs []string, ln net.Listener, token string, log *slog.Logger, step func(raftpb.Message), heard func(int),
+	query func(context.Context) ([]byte, error)) (*raftNet, error) {
 	if ln == nil {
 		var err error
 		if ln, err = net.Listen("tcp", addrs[self]); err != nil {
-			return nil, fmt.Errorf("farm: membership: %w", err)
+			return nil, fmt.Errorf("membership: %w", err)
 		}
 	}
-	t := &raftNet{self: self, addrs: addrs, token: token, log: log, ln: ln, step: step, heard: heard,
+	t := &raftNet{self: self, addrs: addrs, token: token, log: log, ln: ln, step: step, heard: heard, query: query,
 		conns: map[net.Conn]struct{}{}, out: make([]chan raftpb.Message, len(addrs))}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for i := range addrs {
@@ -117,7 +121,7 @@ func (t *raftNet) sender(i int) {
 		}
 		size := m.Size()
 		if size > maxRaftFrame {
-			t.log.Warn("farm: membership: message too large; dropped", "bytes", size)
+			t.log.Warn("membership: message too large; dropped", "bytes", size)
 			continue
 		}
 		buf = binary.LittleEndian.AppendUint32(buf[:0], uint32(size))
@@ -158,7 +162,7 @@ func (t *raftNet) accept() {
 		go func() {
 			defer t.wg.Done()
 			if err := t.receive(c); err != nil && t.ctx.Err() == nil && !errors.Is(err, io.EOF) {
-				t.log.Debug("farm: membership: connection ended", "err", err)
+				t.log.Debug("membership: connection ended", "err", err)
 			}
 			t.mu.Lock()
 			delete(t.conns, c)
@@ -181,7 +185,13 @@ func (t *raftNet) receive(c net.Conn) error {
 		return err
 	}
 	from := int(binary.LittleEndian.Uint32(hello[n[0]:]))
-	if subtle.ConstantTimeCompare(hello[:n[0]], []byte(t.token)) != 1 || from == t.self || from >= len(t.addrs) {
+	if subtle.ConstantTimeCompare(hello[:n[0]], []byte(t.token)) != 1 {
+		return errRaftHello
+	}
+	if from == queryFrom {
+		return t.answer(c)
+	}
+	if from == t.self || from >= len(t.addrs) {
 		return errRaftHello
 	}
 	c.SetReadDeadline(time.Time{})
