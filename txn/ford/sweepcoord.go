@@ -53,7 +53,11 @@ func (db *DB) sweepOwner(ctx context.Context, id int) (out Swept, wait time.Time
 	if db.closed.Load() {
 		return out, wait, txn.ErrClosed
 	}
-	held, err := db.scanLocks(ctx)
+	v, err := db.current(ctx)
+	if err != nil {
+		return out, wait, err
+	}
+	held, err := db.scanLocks(ctx, v)
 	if err != nil {
 		return out, wait, err
 	}
@@ -65,7 +69,7 @@ func (db *DB) sweepOwner(ctx context.Context, id int) (out Swept, wait time.Time
 			}
 			continue
 		}
-		if _, err := db.recoverLock(ctx, h.w, h.shard, h.slot); err != nil {
+		if _, err := db.recoverLock(ctx, v, h.w, h.shard, h.slot); err != nil {
 			return out, wait, err
 		}
 		out.Recovered++
