@@ -292,12 +292,16 @@ func (w *Worker) Enter(ctx context.Context) (*Task, error) {
 			}
 			w.mu.Unlock()
 			if t == nil {
-				t = &Task{w: w, done: make(chan verbs.WC, 1)}
+				t = &Task{w: w, done: make(chan verbs.WC, 1), wake: make(chan struct{}, 1)}
 				t.id = w.rt.nextID.Add(1)
 				w.rt.tasks.Store(t.id, t)
 			} else {
 				select { // a flushed request's completion after a failed list
 				case <-t.done:
+				default:
+				}
+				select { // a wake-up a settled round left
+				case <-t.wake:
 				default:
 				}
 			}
@@ -325,7 +329,7 @@ func (t *Task) Leave() {
 	t.ctx = nil // before another Enter may take it
 	w.mu.Lock()
 	w.running--
-	if t.pending == 0 {
+	if t.pending == 0 && t.owed.Load() == 0 {
 		w.idle = append(w.idle, t)
 	} else {
 		w.rt.tasks.Delete(t.id) // never completed (the runtime closed): retire it
