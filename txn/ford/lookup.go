@@ -21,8 +21,17 @@ var ErrCorrupt = errors.New("ford: corrupt slot")
 // checksum.
 var errTorn = fmt.Errorf("%w: torn under a lock", ErrCorrupt)
 
-// tornTries is how many times a READ that raced a write is repeated.
-const tornTries = 64
+// tornTries is how many times a READ that raced a write is repeated at
+// once; past them it is repeated every tornPause until the slot has been
+// torn for tornWait. A software NIC copies a WRITE on a CPU that the OS
+// may deschedule mid-copy, leaving the slot torn for milliseconds: a
+// reader on another QP (another client, or another Smart-DTX worker)
+// sees it torn all that time. Only a slot torn for longer is corrupt.
+const (
+	tornTries = 64
+	tornPause = 200 * time.Microsecond
+	tornWait  = 100 * time.Millisecond
+)
 
 // now is the clock of leases.
 func now() time.Time { return time.Now() }
@@ -85,6 +94,7 @@ func (t *Tx) readSlots(r *rec, n, first, count int) ([]object, error) {
 	size := db.lay.SlotSize()
 	off := db.lay.slotOff(n, r.shard, first, len(db.nodes))
 	objs := make([]object, count)
+	start := time.Now()
 	for try := 0; ; try++ {
 		if err := db.iss.round(t.ctx, c, []list{{node: n, wrs: []verbs.SendWR{c.read(n, off, a.window, count*size)}}}); err != nil {
 			return nil, roundErr(err, r.key)
@@ -102,9 +112,13 @@ func (t *Tx) readSlots(r *rec, n, first, count int) ([]object, error) {
 		if !torn {
 			return objs, nil
 		}
-		if try == tornTries {
-			return nil, fmt.Errorf("%w: %d READs of %q's window on node %d", ErrCorrupt, tornTries+1, r.key, n)
+		if try < tornTries {
+			runtime.Gosched()
+			continue
 		}
-		runtime.Gosched()
+		if time.Since(start) >= tornWait {
+			return nil, fmt.Errorf("%w: %d READs of %q's window on node %d in %v", ErrCorrupt, try+1, r.key, n, tornWait)
+		}
+		time.Sleep(tornPause)
 	}
 }
