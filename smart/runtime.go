@@ -320,9 +320,9 @@ func (w *Worker) Enter(ctx context.Context) (*Task, error) {
 	}
 }
 
-// Leave ends a task that Enter started. A task whose last list is still
-// in flight (its Do returned early because its context ended) waits for
-// that list's completion first, so its buffers may be reused.
+// Leave ends a task that Enter started. A task whose last list or round
+// is still in flight (its Do or DoAll returned early because its context
+// ended) waits for its completion first, so its buffers may be reused.
 func (t *Task) Leave() {
 	t.drain()
 	w := t.w
