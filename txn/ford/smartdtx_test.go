@@ -3,6 +3,7 @@ package ford_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -324,5 +325,64 @@ func TestSmartCancel(t *testing.T) {
 	}
 	if string(got) != "2" {
 		t.Fatalf("read %q, want 2", got)
+	}
+}
+
+// TestSmartNodeGone: with a memory node closed, Smart-DTX transactions
+// that reach it fail with ErrUnreachable within a bound on every worker
+// instead of hanging, the others commit, and Close still returns.
+func TestSmartNodeGone(t *testing.T) {
+	b := smartBed(t, 3, smallLayout, ford.AllTechniques)
+	db := b.db()
+	ctx := tctx(t)
+	keys := make([][]byte, 30)
+	for i := range keys {
+		keys[i] = acct(i)
+		if err := txn.Run(ctx, db, func(tx txn.Tx) error { return tx.Put(keys[i], []byte("1")) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.servers[1].Close()
+	start := time.Now()
+	var failed, ok atomic.Int32
+	errs := make(chan error, len(keys))
+	for _, k := range keys {
+		go func() {
+			err := txn.Run(ctx, db, func(tx txn.Tx) error { return tx.Put(k, []byte("2")) })
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, txn.ErrUnreachable):
+				failed.Add(1)
+			}
+			errs <- err
+		}()
+	}
+	for range keys {
+		if err := <-errs; err != nil && !errors.Is(err, txn.ErrUnreachable) {
+			t.Fatalf("%v, want ErrUnreachable", err)
+		}
+	}
+	// Shards 0 and 1 have a copy on node 1 (its backup, its primary);
+	// shard 2 (nodes 2 and 0) does not, but a coordinator whose log is on
+	// node 1 fails those too.
+	want := int32(0)
+	for _, k := range keys {
+		if txn.Shard(k, 3) != 2 {
+			want++
+		}
+	}
+	if failed.Load() < want || failed.Load()+ok.Load() != int32(len(keys)) {
+		t.Fatalf("%d writes failed, %d committed; want at least the %d with a copy on the node gone failed", failed.Load(), ok.Load(), want)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("30 transactions took %v with a node gone", d)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- db.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs with a node gone")
 	}
 }
