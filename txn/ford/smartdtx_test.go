@@ -5,11 +5,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/rdmakit/rdmakit/check"
+	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/transport/loop"
 	"github.com/rdmakit/rdmakit/workload"
 
@@ -385,4 +388,57 @@ func TestSmartNodeGone(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close hangs with a node gone")
 	}
+}
+
+// TestSmartTCP runs checked SmallBank over the tcp transport with a FORD
+// client and a Smart-DTX client on the same nodes at once: the two
+// issuers share the database.
+func TestSmartTCP(t *testing.T) {
+	if testing.Short() {
+		t.Skip("tcp sockets")
+	}
+	var nodes []string
+	for range 3 {
+		srv, err := memnode.Start(context.Background(), memnode.Config{Device: "tcp://127.0.0.1:0", CM: "127.0.0.1:0",
+			Memory: smallLayout.NodeBytes(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		nodes = append(nodes, srv.Info().CM)
+	}
+	b := &bed{t: t, addrs: nodes, layout: smallLayout}
+	ctx := tctx(t)
+	fordDB := b.dbWith(ford.Config{Device: "tcp://127.0.0.1:0", Nodes: nodes, Layout: smallLayout})
+	smartDB := b.dbWith(ford.Config{Device: "tcp://127.0.0.1:0", Nodes: nodes, Layout: smallLayout,
+		Smart: &ford.SmartConfig{Workers: 2, Tasks: 4, Techniques: ford.AllTechniques}})
+	sb := &workload.SmallBank{Accounts: 100, HotAccounts: 10}
+	h := check.NewHistory()
+	if err := sb.Load(ctx, fordDB, workload.TxnLoad{Trace: h.Add}); err != nil {
+		t.Fatal(err)
+	}
+	runs := make([]*workload.TxnResult, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i, db := range []*ford.DB{fordDB, smartDB} {
+		wg.Go(func() {
+			runs[i], errs[i] = workload.RunTxn(ctx, workload.TxnRun{Threads: 4, Duration: 300 * time.Millisecond, Seed: int64(5 + i), Trace: h.Add}, sb, db)
+		})
+	}
+	wg.Wait()
+	for i, res := range runs {
+		if errs[i] != nil || res.Failed > 0 || res.Committed == 0 {
+			t.Fatalf("client %d: %v: %d committed, %d failed (%v)", i, errs[i], res.Committed, res.Failed, res.FirstErr)
+		}
+	}
+	if err := h.Check(); err != nil {
+		t.Fatalf("%d transactions: %v", h.Len(), err)
+	}
+	if err := sb.CheckMoney(ctx, smartDB, runs...); err != nil {
+		t.Fatal(err)
+	}
+	if st := smartDB.Stats(); st.MaxCommitRounds > 3 {
+		t.Fatalf("Smart-DTX over tcp: a commit of %d round trips", st.MaxCommitRounds)
+	}
+	t.Logf("%d transactions over tcp; FORD %d committed, Smart-DTX %d", h.Len(), runs[0].Committed, runs[1].Committed)
 }
