@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand"
 	"runtime"
 	"slices"
@@ -12,40 +13,67 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/txn/ford"
 	"github.com/rdmakit/rdmakit/workload"
 )
 
+// benchLayout is the benchmarks' layout.
+var benchLayout = ford.Layout{Buckets: 4096, ValueSize: 64, Coordinators: 64, LogSize: 4 << 10}
+
 // BenchmarkSmartDTX runs SmallBank (1,000 customers, 90% of the
-// transactions on 40 hot ones) over three loop nodes with GOMAXPROCS
-// workers × tasks goroutines, on FORD (one QP per node shared by every
+// transactions on 40 hot ones) over three memory nodes — on the loop
+// transport, and on tcp (loopback sockets) — with GOMAXPROCS workers ×
+// tasks goroutines, on FORD (one QP per node shared by every
 // transaction), FORD+ (Smart-DTX with no technique: per-worker QPs and
 // CQs) and Smart-DTX (every technique), at several tasks per worker. It
 // reports transactions per second, the median latency and the aborts
 // per commit.
 func BenchmarkSmartDTX(b *testing.B) {
 	workers := runtime.GOMAXPROCS(0)
-	for _, tasks := range []int{1, 4, 8} {
-		for _, sys := range []struct {
-			name  string
-			smart *ford.SmartConfig
-		}{
-			{"FORD", nil},
-			{"FORD+", &ford.SmartConfig{Workers: workers, Tasks: tasks}},
-			{"Smart-DTX", &ford.SmartConfig{Workers: workers, Tasks: tasks, Techniques: ford.AllTechniques}},
-		} {
-			b.Run(fmt.Sprintf("%s/tasks=%d", sys.name, tasks), func(b *testing.B) {
-				benchSmallBank(b, sys.smart, workers*tasks)
-			})
+	for _, transport := range []string{"loop", "tcp"} {
+		for _, tasks := range []int{1, 4, 8} {
+			for _, sys := range []struct {
+				name  string
+				smart *ford.SmartConfig
+			}{
+				{"FORD", nil},
+				{"FORD+", &ford.SmartConfig{Workers: workers, Tasks: tasks}},
+				{"Smart-DTX", &ford.SmartConfig{Workers: workers, Tasks: tasks, Techniques: ford.AllTechniques}},
+			} {
+				b.Run(fmt.Sprintf("%s/%s/tasks=%d", transport, sys.name, tasks), func(b *testing.B) {
+					benchSmallBank(b, transport, sys.smart, workers*tasks)
+				})
+			}
 		}
 	}
 }
 
+// benchDB starts three memory nodes on transport (loop or tcp) and dials
+// a client with Smart-DTX configuration sc (nil: FORD).
+func benchDB(b *testing.B, transport string, sc *ford.SmartConfig) *ford.DB {
+	if transport == "loop" {
+		bd := newBed(b, 3, benchLayout)
+		bd.smart = sc
+		return bd.db()
+	}
+	var nodes []string
+	for range 3 {
+		srv, err := memnode.Start(context.Background(), memnode.Config{Device: "tcp://127.0.0.1:0", CM: "127.0.0.1:0",
+			Memory: benchLayout.NodeBytes(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { srv.Close() })
+		nodes = append(nodes, srv.Info().CM)
+	}
+	bd := &bed{t: b, addrs: nodes, layout: benchLayout}
+	return bd.dbWith(ford.Config{Device: "tcp://127.0.0.1:0", Nodes: nodes, Layout: benchLayout, Smart: sc})
+}
+
 // benchSmallBank runs b.N SmallBank transactions from g goroutines.
-func benchSmallBank(b *testing.B, sc *ford.SmartConfig, g int) {
-	bd := newBed(b, 3, ford.Layout{Buckets: 4096, ValueSize: 64, Coordinators: 64, LogSize: 4 << 10})
-	bd.smart = sc
-	db := bd.db()
+func benchSmallBank(b *testing.B, transport string, sc *ford.SmartConfig, g int) {
+	db := benchDB(b, transport, sc)
 	ctx := tctx(b)
 	sb := &workload.SmallBank{Accounts: 1000, HotAccounts: 40}
 	if err := sb.Load(ctx, db, workload.TxnLoad{}); err != nil {
