@@ -14,6 +14,12 @@
 //   - Worker-aware resources: workers owning a CQ, a QP per remote node
 //     and their credits, running tasks coroutine-style.
 //
+// A task posts one list to one node and parks until it completes (Do,
+// and the one-request helpers), or a round of lists to several nodes at
+// once and parks until all completed (DoAll: one round trip, as a
+// transaction's validation or commit needs); Worker.Post posts a list
+// without waiting for it.
+//
 // The algorithms take their clock and measurements as inputs, so they are
 // tested against injected throughput curves and retry rates rather than
 // against whatever the machine does today.

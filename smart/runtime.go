@@ -292,12 +292,16 @@ func (w *Worker) Enter(ctx context.Context) (*Task, error) {
 			}
 			w.mu.Unlock()
 			if t == nil {
-				t = &Task{w: w, done: make(chan verbs.WC, 1)}
+				t = &Task{w: w, done: make(chan verbs.WC, 1), wake: make(chan struct{}, 1)}
 				t.id = w.rt.nextID.Add(1)
 				w.rt.tasks.Store(t.id, t)
 			} else {
 				select { // a flushed request's completion after a failed list
 				case <-t.done:
+				default:
+				}
+				select { // a wake-up a settled round left
+				case <-t.wake:
 				default:
 				}
 			}
@@ -316,16 +320,16 @@ func (w *Worker) Enter(ctx context.Context) (*Task, error) {
 	}
 }
 
-// Leave ends a task that Enter started. A task whose last list is still
-// in flight (its Do returned early because its context ended) waits for
-// that list's completion first, so its buffers may be reused.
+// Leave ends a task that Enter started. A task whose last list or round
+// is still in flight (its Do or DoAll returned early because its context
+// ended) waits for its completion first, so its buffers may be reused.
 func (t *Task) Leave() {
 	t.drain()
 	w := t.w
 	t.ctx = nil // before another Enter may take it
 	w.mu.Lock()
 	w.running--
-	if t.pending == 0 {
+	if t.pending == 0 && t.owed.Load() == 0 {
 		w.idle = append(w.idle, t)
 	} else {
 		w.rt.tasks.Delete(t.id) // never completed (the runtime closed): retire it

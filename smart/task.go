@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmakit/rdmakit/verbs"
@@ -27,10 +28,20 @@ type Task struct {
 	// pending is the wr_id of the last request of a list whose Do
 	// returned before its completion (its context ended); 0 if none.
 	pending uint64
+	// A DoAll round (round.go): the signaled completions it still waits
+	// for, the first failed status (+1; 0: none) and the poller's wake-up.
+	owed   atomic.Int64
+	failed atomic.Uint32
+	wake   chan struct{}
 }
 
-// finish delivers a completion to the task (the poller's side).
+// finish delivers a completion to the task (the poller's side): to the
+// DoAll round it owes one to, else to Do.
 func (t *Task) finish(wc verbs.WC) {
+	if t.owed.Load() > 0 {
+		t.settle(wc)
+		return
+	}
 	select {
 	case t.done <- wc:
 	default:
@@ -70,10 +81,7 @@ func (t *Task) DoContext(ctx context.Context, node int, wrs []verbs.SendWR) (ver
 		return verbs.WC{}, err
 	}
 	if err := t.w.post(node, wrs); err != nil {
-		t.w.mu.Lock()
-		t.w.throttle.Release(len(wrs))
-		t.w.room.Broadcast()
-		t.w.mu.Unlock()
+		t.w.refund(len(wrs))
 		return verbs.WC{}, err
 	}
 	for {
@@ -98,6 +106,7 @@ func (t *Task) Wait() { t.drain() }
 
 // drain is Wait.
 func (t *Task) drain() {
+	t.waitRound(nil)
 	for t.pending != 0 {
 		select {
 		case wc := <-t.done:

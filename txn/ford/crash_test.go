@@ -83,8 +83,9 @@ func balances(ctx context.Context, db txn.DB, keys ...[]byte) ([]int, error) {
 // recovers it — forward once it was logged, back before — within the
 // lease and a bound; nothing is half applied, the history is
 // serializable and the money adds up.
-func TestCrashPoints(t *testing.T) {
-	b := crashBed(t)
+func TestCrashPoints(t *testing.T) { testCrashPoints(t, crashBed(t)) }
+
+func testCrashPoints(t *testing.T, b *bed) {
 	ctx := tctx(t)
 	loader := b.leased(nil)
 	h := check.NewHistory()

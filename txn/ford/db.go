@@ -66,6 +66,10 @@ type Config struct {
 	Hook func(Step) bool
 	// Logger receives the client's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Smart, when set, makes the client Smart-DTX: its transactions run
+	// as tasks of a smart runtime's workers, each with its own QPs and
+	// CQ, with the techniques it switches on (smartdtx.go, doc.go).
+	Smart *SmartConfig
 }
 
 // MaxLease is the longest lease a lock may have.
@@ -106,6 +110,7 @@ type DB struct {
 	nodes  []*node // by index; nil for a node out (or unreachable) at Dial
 	n      int     // the nodes of the layout
 	fab    *fabric
+	sdtx   *smartIssuer // Smart-DTX's issuer (Config.Smart)
 	iss    issuer
 	log    *slog.Logger
 	nonce  uint64 // this client's claim word
@@ -145,6 +150,7 @@ var _ txn.DB = (*DB)(nil)
 // Dial connects to every node, checks (or writes, for the first client)
 // the layout's fingerprint in their headers.
 func Dial(ctx context.Context, cfg Config) (_ *DB, err error) {
+	cfg.smartDefaults()
 	cfg.defaults()
 	if err := cfg.Layout.check(len(cfg.Nodes)); err != nil {
 		return nil, err
@@ -212,6 +218,12 @@ func Dial(ctx context.Context, cfg Config) (_ *DB, err error) {
 	db.fab = &fabric{db: db, cq: db.cq, poll: cfg.Poll}
 	db.iss = db.fab
 	db.fab.start()
+	if cfg.Smart != nil {
+		if db.sdtx, err = newSmartIssuer(ctx, db, db.fab); err != nil {
+			return nil, err
+		}
+		db.iss = db.sdtx
+	}
 	if db.setup, err = db.newCoord(-1, 0); err != nil {
 		return nil, err
 	}
@@ -456,6 +468,9 @@ func (db *DB) teardown() {
 	}
 	if db.fab != nil {
 		db.fab.stop()
+	}
+	if db.sdtx != nil {
+		db.sdtx.close()
 	}
 	for i := range db.coords {
 		if c := db.coords[i].Load(); c != nil && c.mr != nil {

@@ -192,10 +192,53 @@
 // The protocol builds its lists and hands each phase to an issuer
 // (issue.go): round posts them and returns when all completed — one round
 // trip. The direct issuer (conn.go) posts on one QP per node and routes
-// completions by wr_id to the waiting coordinator. Smart-DTX plugs in a
-// second issuer whose rounds are posted by a smart.Task (work-request
-// credits, the coroutine throttle) and whose lock rounds back off on CAS
-// failure, with no change to the protocol.
+// completions by wr_id to the waiting coordinator. Smart-DTX's issuer
+// (smartdtx.go, below) posts each round as one smart.Task.DoAll
+// (work-request credits, the coroutine throttle) and backs its lock
+// rounds off on CAS failure, with no change to the protocol.
+//
+// # Smart-DTX
+//
+// Config.Smart makes the client Smart-DTX (Smart, ASPLOS '24: FORD's work
+// requests issued by Smart's runtime; smartdtx.go). Dial starts a smart
+// runtime of SmartConfig.Workers workers (default GOMAXPROCS), each with
+// its own CQ and its own QP to every node (worker-aware resources; the
+// DB's own QPs stay for setup and recovery). A transaction enters a task
+// of a worker at Begin and leaves it when it ends — a coordinator always
+// runs on the same worker, so its lazy log truncation is ordered before
+// its next log WRITE on that worker's QP — and each of its rounds is one
+// smart.Task.DoAll: the round's lists, one per node, posted on the
+// worker's QPs under its credits and waited for together, so a round is
+// still one round trip and the commit still at most three. The protocol
+// is unchanged. SmartConfig.Techniques switches Smart's techniques, for
+// an ablation:
+//
+//	Throttling          a worker's outstanding work requests are bounded by
+//	                    credits; the bound is tuned by Algorithm 1's epochs
+//	                    (4, 6, 8, 10, 12 or unlimited, Δ 8 ms, stable 480 ms;
+//	                    SmartConfig.Tuner), or fixed by SmartConfig.Limit
+//	Backoff             a lock CAS that finds a live owner is retried after a
+//	                    truncated exponential backoff whose limit follows the
+//	                    retry rate (C0 2 µs, at most 1024·C0), at most
+//	                    MaxRetries (8) times, instead of aborting at once
+//	CoroutineThrottle   n_max, the transactions a worker runs at once
+//	                    (SmartConfig.Tasks, default 8), shrinks while the lock
+//	                    retry rate is above 0.5 with the backoff limit at its
+//	                    bound, and grows back below 0.1
+//
+// Techniques defaults to none: FORD+, FORD on per-worker QPs and CQs with
+// Tasks transactions per worker (the baseline of Smart's Fig. 15);
+// AllTechniques is Smart-DTX. Every transaction's failed lock attempts
+// feed the worker's retry rate whichever switches are on, so DB.SmartStats
+// reports it (with each worker's limit, credits, backoff maximum and
+// n_max). A caller selects it with
+//
+//	cfg.Smart = &ford.SmartConfig{Techniques: ford.AllTechniques}      // Smart-DTX
+//	cfg.Smart = &ford.SmartConfig{}                                    // FORD+
+//	cfg.Smart = &ford.SmartConfig{Techniques: ford.Throttling, Limit: 8} // fixed throttling alone
+//
+// and runs at least Workers × Tasks goroutines of transactions to fill the
+// workers (MaxTx defaults to at least that).
 //
 // Files: layout.go (Layout, region offsets), slot.go (slot format),
 // lockword.go (lock words, leases), logrec.go (log record), logcopies.go
@@ -207,5 +250,5 @@
 // tx.go (execution: reads, hitchhiked locking), lookup.go (slot lookup),
 // commit.go (validate, log, coalescent commit), recovery.go (roll
 // forward/back, Recover), sweep.go (Sweep), hook.go (crash steps),
-// stats.go.
+// stats.go, smartdtx.go (Smart-DTX: SmartConfig, its issuer).
 package ford

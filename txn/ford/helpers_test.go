@@ -32,6 +32,7 @@ type bed struct {
 	servers []*memnode.Server
 	clients atomic.Int64
 	layout  ford.Layout
+	smart   *ford.SmartConfig // every client Smart-DTX with this configuration
 }
 
 // smallLayout is a layout of small values, quick to set up.
@@ -56,7 +57,7 @@ func newBed(t testing.TB, n int, layout ford.Layout) *bed {
 
 // config is a new client's configuration.
 func (b *bed) config() ford.Config {
-	return ford.Config{Device: fmt.Sprintf("loop://%s/c%d", b.fabric, b.clients.Add(1)), Nodes: b.addrs, Layout: b.layout}
+	return ford.Config{Device: fmt.Sprintf("loop://%s/c%d", b.fabric, b.clients.Add(1)), Nodes: b.addrs, Layout: b.layout, Smart: b.smart}
 }
 
 // db dials a client.
