@@ -129,7 +129,7 @@ func HoldDeposit(stage, nth int) (held <-chan struct{}, release func()) {
 // link dead, and the undo.
 func PollEachAnswerAtPublish() (deaths func() int, undo func()) {
 	var dead atomic.Int64
-	afterPublish = func(l *link) {
+	hook := func(l *link) {
 		l.peerSeg.ring()
 		for deadline := time.Now().Add(time.Second); !l.rings.resp.Pending() && time.Now().Before(deadline); {
 			time.Sleep(10 * time.Microsecond)
@@ -146,7 +146,8 @@ func PollEachAnswerAtPublish() (deaths func() int, undo func()) {
 			dead.Add(1)
 		}
 	}
-	return func() int { return int(dead.Load()) }, func() { afterPublish = nil }
+	afterPublish.Store(&hook)
+	return func() int { return int(dead.Load()) }, func() { afterPublish.Store(nil) }
 }
 
 // AnswerWhileLookingEmpty makes the first poll that finds nothing in
@@ -157,7 +158,7 @@ func PollEachAnswerAtPublish() (deaths func() int, undo func()) {
 func AnswerWhileLookingEmpty(post func()) (undo func()) {
 	var armed atomic.Bool
 	armed.Store(true)
-	afterEmptyLook = func(l *link) {
+	hook := func(l *link) {
 		if !armed.CompareAndSwap(true, false) {
 			return
 		}
@@ -166,5 +167,6 @@ func AnswerWhileLookingEmpty(post func()) (undo func()) {
 			time.Sleep(10 * time.Microsecond)
 		}
 	}
-	return func() { afterEmptyLook = nil }
+	afterEmptyLook.Store(&hook)
+	return func() { afterEmptyLook.Store(nil) }
 }

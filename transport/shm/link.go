@@ -82,14 +82,13 @@ type mapping struct {
 
 var _ nic.DirectLink = (*link)(nil)
 
-// afterPublish, when set (by a test, before any link exists), runs in
-// Append right after a request is published on the ring.
-var afterPublish func(*link)
+// afterPublish, when set (by a test), runs in Append right after a
+// request is published on the ring.
+var afterPublish atomic.Pointer[func(*link)]
 
-// afterEmptyLook, when set (by a test, before any link exists), runs in
-// a poll that found nothing in flight, before it looks at the response
-// ring.
-var afterEmptyLook func(*link)
+// afterEmptyLook, when set (by a test), runs in a poll that found
+// nothing in flight, before it looks at the response ring.
+var afterEmptyLook atomic.Pointer[func(*link)]
 
 // Address implements nic.Link.
 func (l *link) Address() string { return l.address }
@@ -131,8 +130,8 @@ func (l *link) Append(r *nic.Request) error {
 		l.inflight.push(inflight{end: l.rings.req.CommitEnd(), qpn: r.SrcQPN, epoch: r.Epoch, seq: r.Seq, implicit: implicitAck(r)})
 	}
 	l.rings.req.Commit()
-	if h := afterPublish; h != nil {
-		h(l)
+	if h := afterPublish.Load(); h != nil {
+		(*h)(l)
 	}
 	l.pmu.Unlock()
 	return nil
@@ -233,8 +232,8 @@ func (l *link) pollOnce() bool {
 	for n < pollBudget {
 		e := l.inflight.front()
 		if e == nil {
-			if h := afterEmptyLook; h != nil {
-				h(l)
+			if h := afterEmptyLook.Load(); h != nil {
+				(*h)(l)
 			}
 			// An answer with nothing in flight is a lie only if it was
 			// there before we looked at the queue: a request appended
