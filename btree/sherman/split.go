@@ -35,9 +35,6 @@ func hook(point string) error {
 // find every key (B-link: past the high fence, follow the sibling);
 // adding the separator to the parent only makes the way shorter.
 func (c *Client) splitLeaf(ctx context.Context, s *slot, h held, n *node, key, value []byte) error {
-	if err := hook(hookLocked); err != nil {
-		return err
-	}
 	all := append(cloneEntries(n.ents), entry{key: bytes.Clone(key), val: bytes.Clone(value)})
 	slices.SortFunc(all, func(a, b entry) int { return bytes.Compare(a.key, b.key) })
 	mid := len(all) / 2

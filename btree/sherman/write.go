@@ -65,6 +65,9 @@ func (c *Client) writeOnce(ctx context.Context, s *slot, key, value []byte, del 
 			c.unlock(s, h, nil)
 			return err
 		}
+		if err := hook(hookLocked); err != nil {
+			return err // a test's death: the lock stays held
+		}
 		if !n.covers(key) {
 			if err := c.unlock(s, h, nil); err != nil {
 				return err
