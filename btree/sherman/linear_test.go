@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,8 @@ func long() bool { return os.Getenv("SHERMAN_LONG") != "" }
 func runLinear(t *testing.T, b *bed, procs, tasks, ops, keys int, cfg sherman.Config, during func()) {
 	ctx := context.Background()
 	h := check.NewKVHistory()
+	var mu sync.Mutex
+	var all []porcupine.Operation
 	var wg sync.WaitGroup
 	per := ops / (procs * tasks)
 	for p := range procs {
@@ -63,6 +66,9 @@ func runLinear(t *testing.T, b *bed, procs, tasks, ops, keys int, cfg sherman.Co
 						return
 					}
 					h.Add(id, in, out, call, ret, false)
+					mu.Lock()
+					all = append(all, porcupine.Operation{ClientId: id, Input: in, Output: out, Call: call, Return: ret})
+					mu.Unlock()
 				}
 			}()
 		}
@@ -81,11 +87,14 @@ func runLinear(t *testing.T, b *bed, procs, tasks, ops, keys int, cfg sherman.Co
 			porcupine.Visualize(check.KVModel, info, f)
 			f.Close()
 			t.Errorf("history of %d operations: %v (visualization: %s)", h.Len(), res, f.Name())
+			dumpIllegal(t, all)
 		} else {
 			t.Errorf("history of %d operations: %v", h.Len(), res)
 		}
 	}
-	t.Logf("%d operations linearizable", h.Len())
+	if !t.Failed() {
+		t.Logf("%d operations linearizable", h.Len())
+	}
 }
 
 // TestLinearizable: 16 clients (4 processes × 4 tasks, so that tasks of
@@ -104,4 +113,24 @@ func TestLinearizable(t *testing.T) {
 func TestLinearizableTwoNodes(t *testing.T) {
 	b := newBed(t, 2, 8<<20)
 	runLinear(t, b, 2, 4, 8000, 48, sherman.Config{Layout: small}, nil)
+}
+
+// dumpIllegal logs the operations of the first key whose history alone
+// is not linearizable.
+func dumpIllegal(t *testing.T, all []porcupine.Operation) {
+	byKey := map[string][]porcupine.Operation{}
+	for _, op := range all {
+		k := op.Input.(check.KVInput).Key
+		byKey[k] = append(byKey[k], op)
+	}
+	for k, ops := range byKey {
+		if porcupine.CheckOperations(check.KVModel, ops) {
+			continue
+		}
+		slices.SortFunc(ops, func(a, b porcupine.Operation) int { return int(a.Call - b.Call) })
+		for _, op := range ops {
+			t.Logf("%s c%d [%d,%d] %+v -> %+v", k, op.ClientId, op.Call, op.Return, op.Input, op.Output)
+		}
+		return
+	}
 }

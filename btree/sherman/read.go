@@ -159,11 +159,13 @@ func (c *Client) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 			continue
 		}
 		e := n.find(key)
-		c.ops.release(s)
 		if e == nil {
+			c.ops.release(s)
 			return dst, btree.ErrNotFound
 		}
-		return append(dst, e.val...), nil
+		dst = append(dst, e.val...) // before the slot's buffer goes to another operation
+		c.ops.release(s)
+		return dst, nil
 	}
 	c.putBack(s, err)
 	return dst, err
