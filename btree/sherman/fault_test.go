@@ -146,3 +146,37 @@ func TestHandOver(t *testing.T) {
 	}
 	t.Logf("%+v", c.Stats())
 }
+
+// TestCancel: operations whose context ends (before they start, or
+// while the memory node is paused) fail with the context's error and
+// leave the client whole: its slots come back, its locks are released.
+func TestCancel(t *testing.T) {
+	b := newBed(t, 1, 4<<20)
+	c := b.client(t, sherman.Config{Layout: small, Slots: 2})
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 20 {
+		if err := c.Put(done, fmt.Appendf(nil, "k%d", i), nil); !errors.Is(err, context.Canceled) {
+			t.Fatalf("put with an ended context: %v", err)
+		}
+	}
+	f := loop.Get(b.fabric)
+	f.Pause("mem0")
+	for i := range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		if _, err := c.Get(ctx, fmt.Appendf(nil, "k%d", i), nil); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("get while paused: %v", err)
+		}
+		cancel()
+	}
+	f.Resume("mem0")
+	ctx := context.Background()
+	for i := range 50 {
+		if err := c.Put(ctx, fmt.Appendf(nil, "k%d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := c.Get(ctx, []byte("k7"), nil); err != nil || string(v) != "v" {
+		t.Fatalf("get: %q %v", v, err)
+	}
+}

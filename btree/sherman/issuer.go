@@ -25,8 +25,8 @@ type issuer interface {
 	acquire(ctx context.Context) (*slot, error)
 	// do posts wrs as one list (the last one signaled) on memory node
 	// mn and waits for it. When ctx ends first it returns ctx's error
-	// and the slot is released once the list completes: the caller must
-	// not use it any more.
+	// (wrapped with errInFlight) and the slot is released once the list
+	// completes: the caller must not use it any more.
 	do(ctx context.Context, s *slot, mn int, wrs []verbs.SendWR) error
 	// release returns a slot whose last list completed.
 	release(s *slot)
@@ -143,6 +143,9 @@ func (q *qpIssuer) poller(ctx context.Context, cq verbs.CQ) {
 }
 
 func (q *qpIssuer) acquire(ctx context.Context) (*slot, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	select {
 	case s := <-q.free:
 		for len(s.done) > 0 { // leftovers of a failed list
@@ -182,9 +185,9 @@ func (q *qpIssuer) do(ctx context.Context, s *slot, mn int, wrs []verbs.SendWR) 
 	s.abandoned = true
 	s.mu.Unlock()
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return fmt.Errorf("%w: %w", errInFlight, ctx.Err())
 	}
-	return fmt.Errorf("%w: %v", btree.ErrUnreachable, q.err.Load())
+	return fmt.Errorf("%w: %w: %v", errInFlight, btree.ErrUnreachable, q.err.Load())
 }
 
 // wcErr: a CONDITIONAL request whose guard failed completes skipped;
@@ -206,10 +209,9 @@ func (q *qpIssuer) close() error {
 	return q.mr.Deregister()
 }
 
-// ctxEnded reports whether err is a context's end.
-func ctxEnded(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
+// errInFlight: the caller stopped waiting for a list that is still in
+// flight; the issuer releases its slot when it completes.
+var errInFlight = errors.New("sherman: left a list in flight")
 
 // noProgress: completions are the pollers' business; PostAll just waits.
 func noProgress() int { return 0 }

@@ -3,6 +3,7 @@ package sherman
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/rdmakit/rdmakit/btree"
@@ -171,10 +172,11 @@ func (c *Client) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 	return dst, err
 }
 
-// putBack releases slot s after a list failed with err, unless the
-// list's context ended (the issuer then releases it when it completes).
+// putBack releases slot s after an operation failed with err, unless a
+// list was left in flight (the issuer then releases it when it
+// completes).
 func (c *Client) putBack(s *slot, err error) {
-	if !ctxEnded(err) {
+	if !errors.Is(err, errInFlight) {
 		c.ops.release(s)
 	}
 }
