@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmakit/rdmakit/btree"
 	"github.com/rdmakit/rdmakit/btree/sherman"
 	"github.com/rdmakit/rdmakit/transport/loop"
 )
@@ -179,4 +180,115 @@ func TestCancel(t *testing.T) {
 	if v, err := c.Get(ctx, []byte("k7"), nil); err != nil || string(v) != "v" {
 		t.Fatalf("get: %q %v", v, err)
 	}
+}
+
+// TestSlowHolder: a holder stalls past the lease with the lock; another
+// client takes the lock over and writes. The slow holder's write-back,
+// guarded by its lease word, does not happen: it learns it from the
+// guard and writes again from the start, so its value is the last.
+func TestSlowHolder(t *testing.T) {
+	ctx := context.Background()
+	b := newBed(t, 1, 4<<20)
+	cfg := sherman.Config{Layout: small, Lease: 50 * time.Millisecond}
+	slow, fast := b.client(t, cfg), b.client(t, cfg)
+	if err := fast.Put(ctx, []byte("k"), []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	var first atomic.Bool
+	stalled, goOn := make(chan struct{}), make(chan struct{})
+	sherman.SetTestHook(func(p string) error {
+		if p == sherman.HookLocked && first.CompareAndSwap(false, true) {
+			close(stalled)
+			<-goOn
+		}
+		return nil
+	})
+	t.Cleanup(func() { sherman.SetTestHook(nil) })
+	done := make(chan error)
+	go func() { done <- slow.Put(ctx, []byte("k"), []byte("slow")) }()
+	<-stalled
+	if err := fast.Put(ctx, []byte("k"), []byte("fast")); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := fast.Get(ctx, []byte("k"), nil); string(v) != "fast" {
+		t.Fatalf("after the take-over: %q", v)
+	}
+	close(goOn)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := fast.Get(ctx, []byte("k"), nil); string(v) != "slow" {
+		t.Fatalf("after the slow holder's retry: %q", v)
+	}
+	if fast.Stats().TakeOvers != 1 {
+		t.Fatalf("take-overs: %+v", fast.Stats())
+	}
+}
+
+// TestReadDuringUpdates (Sherman issue #27): a key updated without pause
+// by one client is found by every concurrent Get of others, with a
+// value that was written.
+func TestReadDuringUpdates(t *testing.T) {
+	ctx := context.Background()
+	b := newBed(t, 1, 4<<20)
+	w := b.client(t, sherman.Config{Layout: small})
+	for i := range 20 {
+		if err := w.Put(ctx, fmt.Appendf(nil, "k%02d", i), []byte("v0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; !stop.Load(); i++ {
+			if err := w.Put(ctx, []byte("k07"), fmt.Appendf(nil, "v%d", i%1000)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	r := b.client(t, sherman.Config{Layout: small})
+	for range 3000 {
+		v, err := r.Get(ctx, []byte("k07"), nil)
+		if err != nil || len(v) < 2 || v[0] != 'v' {
+			t.Fatalf("get of a key under update: %q %v", v, err)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+}
+
+// TestFull: a tree that runs out of nodes says ErrFull and keeps every
+// key it took.
+func TestFull(t *testing.T) {
+	ctx := context.Background()
+	l := small
+	size := sherman.NodeSizeOf(l)
+	b := newBed(t, 1, int64(64*(size+8)+4096))
+	c := b.client(t, sherman.Config{Layout: l})
+	var put []int
+	for i := 0; ; i++ {
+		err := c.Put(ctx, fmt.Appendf(nil, "k%05d", i), []byte("v"))
+		if errors.Is(err, btree.ErrFull) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		put = append(put, i)
+		if i > 10000 {
+			t.Fatal("never full")
+		}
+	}
+	if len(put) < 64 {
+		t.Fatalf("full after %d keys", len(put))
+	}
+	for _, i := range put {
+		if _, err := c.Get(ctx, fmt.Appendf(nil, "k%05d", i), nil); err != nil {
+			t.Fatalf("k%05d after full: %v", i, err)
+		}
+	}
+	t.Logf("full after %d keys", len(put))
 }
