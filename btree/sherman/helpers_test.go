@@ -55,26 +55,46 @@ func newBed(t testing.TB, n int, memory int64) *bed {
 // dial connects to every memory node of infos from dev.
 func dial(t testing.TB, dev verbs.Device, pd verbs.PD, infos []memnode.Info, slots int) []sherman.Conn {
 	t.Helper()
-	var conns []sherman.Conn
+	conns, closeAll, err := dialConns(dev, pd, infos, slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeAll)
+	return conns
+}
+
+// dialConns connects to every memory node of infos from dev; closeAll
+// closes the connections.
+func dialConns(dev verbs.Device, pd verbs.PD, infos []memnode.Info, slots int) (conns []sherman.Conn, closeAll func(), err error) {
+	var closers []func()
+	closeAll = func() {
+		for _, f := range closers {
+			f()
+		}
+	}
 	for _, info := range infos {
 		cq, err := dev.CreateCQ(8*slots + 64)
 		if err != nil {
-			t.Fatal(err)
+			closeAll()
+			return nil, nil, err
 		}
 		conn, err := cm.Dial(context.Background(), dev, info.CM, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq,
 			Cap:         verbs.QPCap{MaxSendWR: 8*slots + 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1},
 			PrivateData: memnode.Hello{Token: "t"}.Marshal()})
 		if err != nil {
-			t.Fatal(err)
+			cq.Destroy()
+			closeAll()
+			return nil, nil, err
 		}
-		t.Cleanup(func() { conn.Close(); cq.Destroy() })
+		closers = append(closers, func() { conn.Close(); cq.Destroy() })
 		regs, err := cm.DecodeDescs(conn.PeerPrivateData())
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || len(regs) == 0 {
+			closeAll()
+			return nil, nil, fmt.Errorf("regions: %v %w", regs, err)
 		}
 		conns = append(conns, sherman.Conn{QP: conn.QP(), CQ: cq, Region: sherman.Region{Addr: regs[0].Addr, Len: regs[0].Len, RKey: regs[0].RKey}})
 	}
-	return conns
+	return conns, closeAll, nil
 }
 
 // client opens a client of the bed's tree.

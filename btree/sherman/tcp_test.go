@@ -35,9 +35,10 @@ func init() {
 	})
 }
 
-// TestTCP: the memory node in its own process, clients here over tcp;
-// the linearizability run (smaller) and a scan.
-func TestTCP(t *testing.T) {
+// tcpNode starts a memory node process and returns a bed whose client
+// device (tcp, in this process) reaches it.
+func tcpNode(t *testing.T) *bed {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a process")
 	}
@@ -50,7 +51,14 @@ func TestTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dev, err := verbs.Open("tcp://127.0.0.1:0?token=t") // memnode gives its device the token
+	dev, pd := tcpDevice(t)
+	return &bed{nodes: []memnode.Info{{CM: f[0]}}, dev: dev, pd: pd}
+}
+
+// tcpDevice opens a tcp client device (memnode gives its own device
+// the token "t": the client's must match).
+func tcpDevice(t testing.TB) (verbs.Device, verbs.PD) {
+	dev, err := verbs.Open("tcp://127.0.0.1:0?token=t")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +67,13 @@ func TestTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bed{nodes: []memnode.Info{{CM: f[0]}}, dev: dev, pd: pd}
+	return dev, pd
+}
+
+// TestTCP: the memory node in its own process, clients here over tcp;
+// the linearizability run (smaller) and a scan.
+func TestTCP(t *testing.T) {
+	b := tcpNode(t)
 	ops := 4000
 	if long() {
 		ops = 40000
@@ -73,5 +87,79 @@ func TestTCP(t *testing.T) {
 	}
 	if it.Err() != nil || n == 0 || n > 48 {
 		t.Fatalf("scan: %d keys: %v", n, it.Err())
+	}
+}
+
+// victimRole is a client process (argument: the node's CM address)
+// that stops holding a leaf's lock, says "stopped" and waits to be
+// killed.
+const victimRole = "sherman-victim"
+
+// killLease is the lease of the kill test's clients.
+const killLease = 200 * time.Millisecond
+
+func init() {
+	remotedev.Role(victimRole, func(cmAddr string) int {
+		dev, err := verbs.Open("tcp://127.0.0.1:0?token=t")
+		if err != nil {
+			fmt.Println("done", err)
+			return 1
+		}
+		pd, err := dev.AllocPD()
+		if err != nil {
+			fmt.Println("done", err)
+			return 1
+		}
+		conns, _, err := dialConns(dev, pd, []memnode.Info{{CM: cmAddr}}, 4)
+		if err != nil {
+			fmt.Println("done", err)
+			return 1
+		}
+		c, err := sherman.Open(context.Background(), pd, conns, sherman.Config{Layout: small, Lease: killLease, Slots: 4})
+		if err != nil {
+			fmt.Println("done", err)
+			return 1
+		}
+		sherman.SetTestHook(func(p string) error {
+			if p == sherman.HookLocked {
+				fmt.Println("stopped")
+				select {} // until killed
+			}
+			return nil
+		})
+		err = c.Put(context.Background(), []byte("k"), []byte("victim"))
+		fmt.Println("done", err)
+		return 1
+	})
+}
+
+// TestKilledHolder: a client process is killed holding a leaf's lock;
+// a client here takes the lock over after the lease and writes.
+func TestKilledHolder(t *testing.T) {
+	b := tcpNode(t)
+	ctx := context.Background()
+	c := b.client(t, sherman.Config{Layout: small, Lease: killLease})
+	if err := c.Put(ctx, []byte("k"), []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	victim, err := remotedev.StartChild(victimRole, b.nodes[0].CM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := victim.Expect("stopped"); err != nil {
+		victim.Kill(time.Second)
+		t.Fatal(err)
+	}
+	if err := victim.Kill(5 * time.Second); err != nil {
+		t.Log("kill:", err)
+	}
+	if err := c.Put(ctx, []byte("k"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Get(ctx, []byte("k"), nil); err != nil || string(v) != "1" {
+		t.Fatalf("get: %q %v", v, err)
+	}
+	if st := c.Stats(); st.TakeOvers != 1 {
+		t.Fatalf("take-overs: %+v", st)
 	}
 }
