@@ -65,6 +65,8 @@ type Client struct {
 	offNode, offNode2 int // a slot's two node buffers
 
 	handOvers, takeOvers, splits, hops atomic.Uint64
+
+	owned func() error // what Dial opened for the client, closed by Close
 }
 
 var _ btree.Tree = (*Client)(nil)
@@ -195,8 +197,9 @@ func (c *Client) enter() error {
 
 func (c *Client) leave() { c.life.RUnlock() }
 
-// Close implements btree.Tree: the client's slots and pollers end. Its
-// unused allocator chunk stays unused (a few nodes).
+// Close implements btree.Tree: the client's slots and pollers end (and
+// what Dial opened for it closes). Its unused allocator chunk stays
+// unused (a few nodes).
 func (c *Client) Close() error {
 	c.once.Do(func() {
 		c.closed.Store(true)
@@ -204,6 +207,9 @@ func (c *Client) Close() error {
 		c.life.Lock()
 		c.ops.close()
 		c.life.Unlock()
+		if c.owned != nil {
+			c.owned()
+		}
 	})
 	return nil
 }

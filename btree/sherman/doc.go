@@ -129,6 +129,7 @@
 //
 // Files: layout.go (layout, header, pointers), node.go (node codec),
 // issuer.go (the seam, Sherman's QP issuer), client.go (Client, Open),
+// dial.go (Dial: device, connections and client in one call),
 // cache.go (index cache), read.go (traversal, Get), write.go (Put,
 // Delete), split.go (splits, parent inserts, root growth), alloc.go
 // (node allocator), lock.go (lock hierarchy, leases), scan.go (Scan).

@@ -7,13 +7,11 @@ import (
 	"log/slog"
 
 	"github.com/rdmakit/rdmakit/btree/sherman"
-	"github.com/rdmakit/rdmakit/cm"
 	"github.com/rdmakit/rdmakit/memnode"
-	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // Example serves 4 MiB on a memory node (a loop fabric in this process;
-// over tcp only the device URIs change), opens a Sherman client on it,
+// over tcp only the device URIs change), dials a Sherman client to it,
 // writes three keys and scans them back in order.
 func Example() {
 	ctx := context.Background()
@@ -24,24 +22,8 @@ func Example() {
 	}
 	defer srv.Close()
 
-	dev, err := verbs.Open("loop://sherman-example/client")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer dev.Close()
-	pd, _ := dev.AllocPD()
-	cq, _ := dev.CreateCQ(256)
-	conn, err := cm.Dial(ctx, dev, srv.Info().CM, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq,
-		Cap:         verbs.QPCap{MaxSendWR: 128, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1},
-		PrivateData: memnode.Hello{Token: "s3cret"}.Marshal()})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer conn.Close()
-	regions, _ := cm.DecodeDescs(conn.PeerPrivateData())
-
-	tree, err := sherman.Open(ctx, pd, []sherman.Conn{{QP: conn.QP(), CQ: cq,
-		Region: sherman.Region{Addr: regions[0].Addr, Len: regions[0].Len, RKey: regions[0].RKey}}}, sherman.Config{})
+	tree, err := sherman.Dial(ctx, sherman.DialConfig{Device: "loop://sherman-example/client",
+		Nodes: []string{srv.Info().CM}, Token: "s3cret"})
 	if err != nil {
 		log.Fatal(err)
 	}
