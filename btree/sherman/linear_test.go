@@ -21,16 +21,21 @@ import (
 func long() bool { return os.Getenv("SHERMAN_LONG") != "" }
 
 // runLinear runs ops operations from procs clients of tasks tasks each
-// over keys keys on bed b and checks the history with porcupine.
-func runLinear(t *testing.T, b *bed, procs, tasks, ops, keys int, cfg sherman.Config, during func()) {
+// on bed b and checks the history with porcupine. A task's i-th
+// operation picks one of keys keys from i/8 on: the window drifts, so
+// new keys (and splits) keep coming for the whole run while each key
+// sees contention. It returns the splits the clients made.
+func runLinear(t *testing.T, b *bed, procs, tasks, ops, keys int, cfg sherman.Config, during func()) uint64 {
 	ctx := context.Background()
 	h := check.NewKVHistory()
 	var mu sync.Mutex
 	var all []porcupine.Operation
 	var wg sync.WaitGroup
 	per := ops / (procs * tasks)
+	var clients []*sherman.Client
 	for p := range procs {
 		c := b.client(t, cfg)
+		clients = append(clients, c)
 		for k := range tasks {
 			id := p*tasks + k
 			wg.Add(1)
@@ -38,7 +43,7 @@ func runLinear(t *testing.T, b *bed, procs, tasks, ops, keys int, cfg sherman.Co
 				defer wg.Done()
 				r := rand.New(rand.NewPCG(uint64(id), 7))
 				for i := range per {
-					key := fmt.Sprintf("key%03d", r.IntN(keys))
+					key := fmt.Sprintf("key%05d", i/8+r.IntN(keys))
 					var in check.KVInput
 					var out check.KVOutput
 					call := h.Now()
@@ -77,8 +82,12 @@ func runLinear(t *testing.T, b *bed, procs, tasks, ops, keys int, cfg sherman.Co
 		during()
 	}
 	wg.Wait()
+	var splits uint64
+	for _, c := range clients {
+		splits += c.Stats().Splits
+	}
 	if t.Failed() {
-		return
+		return splits
 	}
 	res, info := h.Check(time.Minute)
 	if res != porcupine.Ok {
@@ -93,8 +102,9 @@ func runLinear(t *testing.T, b *bed, procs, tasks, ops, keys int, cfg sherman.Co
 		}
 	}
 	if !t.Failed() {
-		t.Logf("%d operations linearizable", h.Len())
+		t.Logf("%d operations linearizable, %d splits", h.Len(), splits)
 	}
+	return splits
 }
 
 // TestLinearizable: 16 clients (4 processes × 4 tasks, so that tasks of
@@ -106,7 +116,9 @@ func TestLinearizable(t *testing.T) {
 		ops = 200000
 	}
 	b := newBed(t, 1, 16<<20)
-	runLinear(t, b, 4, 4, ops, 64, sherman.Config{Layout: small}, nil)
+	if splits := runLinear(t, b, 4, 4, ops, 64, sherman.Config{Layout: small}, nil); splits < uint64(ops/8/16/4) {
+		t.Fatalf("only %d splits", splits)
+	}
 }
 
 // TestLinearizableTwoNodes spreads the tree over two memory nodes.
