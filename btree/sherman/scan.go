@@ -116,11 +116,21 @@ func (it *iterator) fillWith(s *slot) error {
 	}
 }
 
-// Key implements btree.Iterator.
-func (it *iterator) Key() []byte { return it.buf[it.i].key }
+// Key implements btree.Iterator (nil when Next did not return true).
+func (it *iterator) Key() []byte {
+	if it.i < 0 || it.i >= len(it.buf) {
+		return nil
+	}
+	return it.buf[it.i].key
+}
 
-// Value implements btree.Iterator.
-func (it *iterator) Value() []byte { return it.buf[it.i].val }
+// Value implements btree.Iterator (nil when Next did not return true).
+func (it *iterator) Value() []byte {
+	if it.i < 0 || it.i >= len(it.buf) {
+		return nil
+	}
+	return it.buf[it.i].val
+}
 
 // Err implements btree.Iterator.
 func (it *iterator) Err() error { return it.err }
