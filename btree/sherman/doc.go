@@ -69,7 +69,9 @@
 //
 //  1. the local lock table of the client process: one entry per node
 //     that a task of the process wants; tasks queue on it, so at most
-//     one task of a process competes for a node's global lock;
+//     one task of a process competes for a node's global lock (the
+//     table belongs to the Client: a process's tasks share one Client
+//     to share it);
 //  2. the global lock: the node's word in the lock area, taken by masked
 //     CAS from 0 to the holder's lease word (client id · epoch).
 //
