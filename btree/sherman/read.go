@@ -121,15 +121,16 @@ func (c *Client) leafFor(ctx context.Context, s *slot, key []byte, fresh bool) (
 }
 
 // stale handles a leaf that does not cover key (reached through cached
-// nodes on path): past its high fence, follow its sibling; else (never
-// in a tree without merges, but cheap to survive) find the leaf again
-// from the root without the cache.
+// nodes on path): past its high fence, follow its sibling; else (a key
+// below the low fence or a node that is not a leaf: never in a tree
+// without merges, but cheap to survive) find the leaf again from the
+// root without the cache.
 func (c *Client) stale(ctx context.Context, s *slot, n *node, key []byte, path []uint64) (uint64, []uint64, error) {
 	c.cache.drop(path...)
 	if len(path) > 0 && path[0] == c.root.Load() {
 		c.root.Store(0)
 	}
-	if n.past(key) && n.sibling != 0 {
+	if n.level == 0 && n.past(key) && n.sibling != 0 {
 		c.hops.Add(1)
 		return n.sibling, nil, nil
 	}
@@ -155,7 +156,7 @@ func (c *Client) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 		if n, err = c.readNode(ctx, s, p, c.offNode); err != nil {
 			break
 		}
-		if !n.covers(key) {
+		if n.level != 0 || !n.covers(key) {
 			p, path, err = c.stale(ctx, s, n, key, path)
 			continue
 		}

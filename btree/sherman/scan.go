@@ -94,7 +94,7 @@ func (it *iterator) fillWith(s *slot) error {
 		if err != nil {
 			return err
 		}
-		if !n.covers(key) {
+		if n.level != 0 || !n.covers(key) {
 			if p, path, err = c.stale(it.ctx, s, n, key, path); err != nil {
 				return err
 			}

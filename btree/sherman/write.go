@@ -68,7 +68,7 @@ func (c *Client) writeOnce(ctx context.Context, s *slot, key, value []byte, del 
 		if err := hook(hookLocked); err != nil {
 			return err // a test's death: the lock stays held
 		}
-		if !n.covers(key) {
+		if n.level != 0 || !n.covers(key) {
 			if err := c.unlock(s, h, nil); err != nil {
 				return err
 			}
