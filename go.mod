@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
 	github.com/anishathalye/porcupine v1.3.1
+	github.com/google/btree v1.1.3
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/magiconair/properties v1.8.0
 	github.com/pingcap/go-ycsb v1.0.1
