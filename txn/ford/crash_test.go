@@ -30,6 +30,43 @@ func (b *bed) leased(hook func(ford.Step) bool) *ford.DB {
 	return b.dbWith(cfg)
 }
 
+// loadedPair writes 100 to two keys on different shards through a fresh
+// leased client, and returns it with the keys.
+func (b *bed) loadedPair(t *testing.T, ctx context.Context) (loader *ford.DB, pa, pb []byte) {
+	t.Helper()
+	loader = b.leased(nil)
+	pa, pb = onShards(0, 3)
+	if err := txn.Run(ctx, loader, func(tx txn.Tx) error {
+		tx.Put(pa, []byte("100"))
+		return tx.Put(pb, []byte("100"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return loader, pa, pb
+}
+
+// stoppedTransfer runs a transfer of 1 from pa to pb on a leased client
+// stopped at step of its commit, then cuts that client off (its
+// goroutines and QPs: a dead coordinator), and returns its coordinator
+// id.
+func (b *bed) stoppedTransfer(t *testing.T, ctx context.Context, pa, pb []byte, step ford.Step) int {
+	t.Helper()
+	victim := b.leased(func(s ford.Step) bool { return s != step })
+	tx, _ := victim.Begin(ctx)
+	if err := transfer(tx, pa, pb, 1); err != nil {
+		t.Fatal(err)
+	}
+	id := tx.(*ford.Tx).Coordinator()
+	if id != ford.CoordID(tx.(*ford.Tx)) {
+		t.Fatalf("Coordinator %d, the coordinator's id %d", id, ford.CoordID(tx.(*ford.Tx)))
+	}
+	if err := tx.Commit(); !errors.Is(err, ford.ErrStopped) {
+		t.Fatal(err)
+	}
+	ford.Kill(victim)
+	return id
+}
+
 // onShards returns two keys of round r on different shards.
 func onShards(r, shards int) ([]byte, []byte) {
 	a := []byte(fmt.Sprintf("victim/%d/a", r))
@@ -213,24 +250,8 @@ func loaderTrace(t *testing.T, ctx context.Context, db txn.DB) (reads, writes []
 func TestRecoverCommand(t *testing.T) {
 	b := crashBed(t)
 	ctx := tctx(t)
-	loader := b.leased(nil)
-	pa, pb := onShards(0, 3)
-	if err := txn.Run(ctx, loader, func(tx txn.Tx) error {
-		tx.Put(pa, []byte("100"))
-		return tx.Put(pb, []byte("100"))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	victim := b.leased(func(s ford.Step) bool { return s != ford.StepLogged })
-	tx, _ := victim.Begin(ctx)
-	if err := transfer(tx, pa, pb, 1); err != nil {
-		t.Fatal(err)
-	}
-	id := ford.CoordID(tx.(*ford.Tx))
-	if err := tx.Commit(); !errors.Is(err, ford.ErrStopped) {
-		t.Fatal(err)
-	}
-	ford.Kill(victim)
+	loader, pa, pb := b.loadedPair(t, ctx)
+	id := b.stoppedTransfer(t, ctx, pa, pb, ford.StepLogged)
 	rescuer := b.leased(nil)
 	if _, err := rescuer.Recover(ctx, id); !errors.Is(err, ford.ErrLeaseLive) {
 		t.Fatalf("recover within the lease: %v, want ErrLeaseLive", err)
@@ -256,23 +277,8 @@ func TestRecoverCommand(t *testing.T) {
 func TestSweepRollsBack(t *testing.T) {
 	b := crashBed(t)
 	ctx := tctx(t)
-	loader := b.leased(nil)
-	pa, pb := onShards(0, 3)
-	if err := txn.Run(ctx, loader, func(tx txn.Tx) error {
-		tx.Put(pa, []byte("100"))
-		return tx.Put(pb, []byte("100"))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	victim := b.leased(func(s ford.Step) bool { return s != ford.StepValidated })
-	tx, _ := victim.Begin(ctx)
-	if err := transfer(tx, pa, pb, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); !errors.Is(err, ford.ErrStopped) {
-		t.Fatal(err)
-	}
-	ford.Kill(victim)
+	loader, pa, pb := b.loadedPair(t, ctx)
+	b.stoppedTransfer(t, ctx, pa, pb, ford.StepValidated)
 	sw, err := loader.Sweep(ctx)
 	if err != nil || sw.Live != 2 || sw.Recovered != 0 {
 		t.Fatalf("sweep within the lease: %+v %v, want 2 live locks (one per record)", sw, err)
@@ -297,24 +303,8 @@ func TestCorruptLogRollsBack(t *testing.T) {
 	for _, off := range []int{0, 20, 40} { // magic, header, first entry
 		b := crashBed(t)
 		ctx := tctx(t)
-		loader := b.leased(nil)
-		pa, pb := onShards(0, 3)
-		if err := txn.Run(ctx, loader, func(tx txn.Tx) error {
-			tx.Put(pa, []byte("100"))
-			return tx.Put(pb, []byte("100"))
-		}); err != nil {
-			t.Fatal(err)
-		}
-		victim := b.leased(func(s ford.Step) bool { return s != ford.StepLogged })
-		tx, _ := victim.Begin(ctx)
-		if err := transfer(tx, pa, pb, 1); err != nil {
-			t.Fatal(err)
-		}
-		id := ford.CoordID(tx.(*ford.Tx))
-		if err := tx.Commit(); !errors.Is(err, ford.ErrStopped) {
-			t.Fatal(err)
-		}
-		ford.Kill(victim)
+		loader, pa, pb := b.loadedPair(t, ctx)
+		id := b.stoppedTransfer(t, ctx, pa, pb, ford.StepLogged)
 		if err := ford.CorruptLog(loader, id, off); err != nil {
 			t.Fatal(err)
 		}
@@ -377,14 +367,7 @@ func TestLeaseFencing(t *testing.T) {
 func TestLockedOnlyRecovered(t *testing.T) {
 	b := crashBed(t)
 	ctx := tctx(t)
-	loader := b.leased(nil)
-	pa, pb := onShards(0, 3)
-	if err := txn.Run(ctx, loader, func(tx txn.Tx) error {
-		tx.Put(pa, []byte("100"))
-		return tx.Put(pb, []byte("100"))
-	}); err != nil {
-		t.Fatal(err)
-	}
+	loader, pa, pb := b.loadedPair(t, ctx)
 	victim := b.leased(func(s ford.Step) bool { return s != ford.StepLogged })
 	tx, _ := victim.Begin(ctx)
 	if err := tx.Insert(pb, []byte("x")); !errors.Is(err, txn.ErrExists) {

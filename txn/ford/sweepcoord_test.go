@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/txn/ford"
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -16,27 +15,8 @@ import (
 func TestSweepCoordinator(t *testing.T) {
 	b := crashBed(t)
 	ctx := tctx(t)
-	loader := b.leased(nil)
-	pa, pb := onShards(0, 3)
-	if err := txn.Run(ctx, loader, func(tx txn.Tx) error {
-		tx.Put(pa, []byte("100"))
-		return tx.Put(pb, []byte("100"))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	victim := b.leased(func(s ford.Step) bool { return s != ford.StepValidated })
-	tx, _ := victim.Begin(ctx)
-	if err := transfer(tx, pa, pb, 1); err != nil {
-		t.Fatal(err)
-	}
-	id := tx.(*ford.Tx).Coordinator()
-	if id != ford.CoordID(tx.(*ford.Tx)) {
-		t.Fatalf("Coordinator %d, the coordinator's id %d", id, ford.CoordID(tx.(*ford.Tx)))
-	}
-	if err := tx.Commit(); !errors.Is(err, ford.ErrStopped) {
-		t.Fatal(err)
-	}
-	ford.Kill(victim)
+	loader, pa, pb := b.loadedPair(t, ctx)
+	id := b.stoppedTransfer(t, ctx, pa, pb, ford.StepValidated)
 	sw, err := loader.SweepCoordinator(ctx, id)
 	if err != nil || sw.Live != 0 || sw.Recovered != 2 {
 		t.Fatalf("SweepCoordinator within the lease: %+v %v, want its 2 locks (one per record) recovered", sw, err)
