@@ -30,6 +30,7 @@ type txnClientFlags struct {
 }
 
 func (f *txnClientFlags) add(cmd *cobra.Command) {
+	f.smart = smartFlags{techniques: "all", tasks: defaultSmartTasks} // what addSmart's flags default to
 	fl := cmd.Flags()
 	fl.StringVar(&f.protocol, "protocol", "", "the nodes' protocol: farm, prism-tx, ford, or smart-dtx (FORD's nodes, Smart's runtime in the client) (required)")
 	fl.StringVar(&f.nodes, "nodes", "", "the database's memory nodes: connection manager addresses, comma-separated, in shard order (required)")

@@ -34,9 +34,12 @@ func (s *smartFlags) addSmart(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&s.techniques, "techniques", "all", "smart-dtx: Smart's techniques on: all, none (FORD+: per-worker QPs alone) or a comma list of throttling, backoff, coroutine")
 	fl.IntVar(&s.workers, "workers", 0, "smart-dtx: the runtime's workers, each with its own CQ and QPs (default GOMAXPROCS)")
-	fl.IntVar(&s.tasks, "tasks", 8, "smart-dtx: transactions a worker runs at once (coroutines per thread; with coroutine, the most n_max reaches)")
+	fl.IntVar(&s.tasks, "tasks", defaultSmartTasks, "smart-dtx: transactions a worker runs at once (coroutines per thread; with coroutine, the most n_max reaches)")
 	fl.IntVar(&s.limit, "limit", 0, "smart-dtx, with throttling: a worker's outstanding work requests, fixed (0: tuned by Smart's epochs)")
 }
+
+// defaultSmartTasks is --tasks' default (ford.SmartConfig's).
+const defaultSmartTasks = 8
 
 // smartTechniqueNames are --techniques' words.
 var smartTechniqueNames = map[string]ford.Technique{
