@@ -284,7 +284,7 @@ func TestTxnExperimentCanceled(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	// Cut while the systems are up, in their first points (5 s each).
-	for name, after := range map[string]time.Duration{"txn-ycsbt": 1500 * time.Millisecond, "txn-peers": 3 * time.Second} {
+	for name, after := range map[string]time.Duration{"txn-ycsbt": 1500 * time.Millisecond, "txn-peers": 3 * time.Second, "txn-smart": 1500 * time.Millisecond} {
 		ctx, cancel := context.WithTimeout(t.Context(), after)
 		_, _, err := bench.Run(ctx, name, bench.Options{Quick: true, Duration: 5 * time.Second, Command: selfCommand})
 		cancel()
