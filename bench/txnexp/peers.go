@@ -17,7 +17,7 @@ import (
 func init() {
 	bench.Register(bench.Experiment{
 		Name: "txn-peers",
-		Description: "SmallBank and TATP on FaRM, PRISM-TX and FORD (over tcp and shm) next to PostgreSQL 15 SERIALIZABLE, 8 and 32 clients: throughput, p50, p99, " +
+		Description: "SmallBank and TATP on FaRM, PRISM-TX, FORD and Smart-DTX (over tcp and shm) next to PostgreSQL 15 SERIALIZABLE, 8 and 32 clients: throughput, p50, p99, " +
 			"aborts, round trips and node CPU per transaction (FORD's commit round trips noted); serializability and SmallBank's money checked",
 		Run: func(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 			return runPeers(ctx, env, peerSystems)
@@ -42,9 +42,11 @@ var peerSystems = []system{
 	{name: "FaRM", start: farmOn(overTCP)},
 	{name: "PRISM-TX", start: prismTXOn(overTCP)},
 	{name: fordName, start: fordOn(overTCP)},
+	{name: smartDTXName, start: smartDTXOn(overTCP)},
 	{name: "FaRM", start: farmOn(overSHM)},
 	{name: "PRISM-TX", start: prismTXOn(overSHM)},
 	{name: fordName, start: fordOn(overSHM)},
+	{name: smartDTXName, start: smartDTXOn(overSHM)},
 }
 
 // fordName is FORD's rows' system.
@@ -234,7 +236,7 @@ func (u *peerRun) notes(ctx context.Context, pointTime time.Duration, rounds int
 			"Every system runs the same operations (workload.SmallBankOp, workload.TATPOp): rdmakit's protocols through txn.Run, PostgreSQL in SQL. "+
 			"Each point runs %v, %d round(s); every figure is the median of the rounds, spread is (max−min)/median of the rate.",
 			u.sb.NumAccounts(), u.sb.NumHot(), u.tatp.NumSubscribers(), pointTime, rounds),
-		fmt.Sprintf("FaRM, PRISM-TX and FORD: %d `rdmakit txn serve` memory nodes, each its own process, over tcp on loopback (the soft NIC as between hosts: every one-sided operation a frame the node's process executes) and over shm (this host's shared memory, as PostgreSQL's clients share its host: READs, WRITEs and atomics done by the client on the node's mapped memory, PRISM's extended operations by the node's process); one client (a txn.DB shared by the client goroutines) in the experiment's process. FaRM and FORD keep each shard on a primary and one backup (FORD writes both in its commit's one write-and-unlock round), PRISM-TX one copy per shard; FORD's nodes are plain memory (no per-transaction work by their CPUs), its reads from the primary.", nodes),
+		fmt.Sprintf("FaRM, PRISM-TX, FORD and Smart-DTX (FORD's nodes): %d `rdmakit txn serve` memory nodes, each its own process, over tcp on loopback (the soft NIC as between hosts: every one-sided operation a frame the node's process executes) and over shm (this host's shared memory, as PostgreSQL's clients share its host: READs, WRITEs and atomics done by the client on the node's mapped memory, PRISM's extended operations by the node's process); one client (a txn.DB shared by the client goroutines) in the experiment's process. FaRM and FORD keep each shard on a primary and one backup (FORD writes both in its commit's one write-and-unlock round), PRISM-TX one copy per shard; FORD's nodes are plain memory (no per-transaction work by their CPUs), its reads from the primary.", nodes),
 		"rate counts committed transactions (rejections by the transaction's own logic, as SmallBank's payment without the funds, are not); p50 and p99 time committed transactions from their first attempt to their commit, retries included; aborts is aborted attempts (PostgreSQL: serialization failures and deadlocks) per committed transaction.",
 		"trips is round trips per committed transaction as the protocol's client counts them (see txn-ycsbt's notes); PostgreSQL's are not counted (n/a): each statement, BEGIN and COMMIT is one round trip on its socket.",
 		"node_cpu is the servers' processes' utime+stime (/proc/PID/stat, 10 ms ticks: the memory nodes; PostgreSQL's postmaster, background processes and backends) over the point divided by its committed transactions.",
@@ -307,6 +309,24 @@ func (u *peerRun) fordNotes() []string {
 				fr, fo := medians(f.samples[peerPoint("SmallBank", top)]).rate, medians(rs.samples[peerPoint("SmallBank", top)]).rate
 				if fr > 0 {
 					n += fmt.Sprintf(" SmallBank at %d clients: FORD %.2f× FaRM's rate, same run.", top, fo/fr)
+				}
+			}
+		}
+		notes = append(notes, n)
+	}
+	for _, rs := range u.sys {
+		if rs.sys.name != smartDTXName {
+			continue
+		}
+		n := fmt.Sprintf("Smart-DTX over %s: FORD's protocol on Smart's runtime (%d workers × %d tasks, each worker its own QPs and CQ; every technique on: work-request throttling, lock backoff, coroutine throttle; txn-smart sweeps them).",
+			rs.dep.transport, smartWorkers, maxClients/smartWorkers)
+		for _, f := range u.sys {
+			if f.sys.name == fordName && f.dep.transport == rs.dep.transport {
+				for _, wl := range peerWorkloads {
+					fs, ss := medians(f.samples[peerPoint(wl, top)]), medians(rs.samples[peerPoint(wl, top)])
+					if fs.rate > 0 && fs.p50 > 0 {
+						n += fmt.Sprintf(" %s at %d clients: %.2f× FORD's rate, p50 %.2f× FORD's, same run.", wl, top, ss.rate/fs.rate, ss.p50/fs.p50)
+					}
 				}
 			}
 		}

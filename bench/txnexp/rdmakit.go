@@ -176,6 +176,20 @@ func prismTXOn(transport string) func(context.Context, *bench.Env, dbSize) (*dep
 // serve --protocol ford`, a region sized for the layout), each shard
 // with one backup, laid out for size; the client formats them.
 func fordOn(transport string) func(context.Context, *bench.Env, dbSize) (*deployment, error) {
+	return fordWith(transport, nil)
+}
+
+// smartDTXOn deploys Smart-DTX over transport: FORD's nodes, as fordOn
+// starts them, and a client on Smart's runtime with every technique, its
+// workers' tasks together as many as the most client goroutines of a
+// point (maxClients).
+func smartDTXOn(transport string) func(context.Context, *bench.Env, dbSize) (*deployment, error) {
+	return fordWith(transport, &ford.SmartConfig{Techniques: ford.AllTechniques, Workers: smartWorkers, Tasks: maxClients / smartWorkers})
+}
+
+// fordWith deploys FORD over transport, its client on Smart's runtime
+// when sc is not nil.
+func fordWith(transport string, sc *ford.SmartConfig) func(context.Context, *bench.Env, dbSize) (*deployment, error) {
 	return func(ctx context.Context, env *bench.Env, size dbSize) (*deployment, error) {
 		l := ford.Layout{F: 1, Buckets: perShard(size), ValueSize: size.valueSize}
 		ss, tok, clientDev, err := startNodes(ctx, env, "ford", transport, "--backups", strconv.Itoa(l.F),
@@ -188,7 +202,7 @@ func fordOn(transport string) func(context.Context, *bench.Env, dbSize) (*deploy
 			stopServers(ss)
 			return nil, err
 		}
-		db, err := ford.Dial(ctx, ford.Config{Dev: dev, Nodes: addrs(ss), Token: tok, Layout: l})
+		db, err := ford.Dial(ctx, ford.Config{Dev: dev, Nodes: addrs(ss), Token: tok, Layout: l, Smart: sc})
 		if err != nil {
 			dev.Close()
 			stopServers(ss)

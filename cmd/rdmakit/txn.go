@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/txn/farm"
+	"github.com/rdmakit/rdmakit/txn/ford"
 	"github.com/rdmakit/rdmakit/txn/prismtx"
 )
 
@@ -35,6 +36,35 @@ func checkProtocol(p string) error {
 		return fmt.Errorf("%w: --protocol %q: want farm, prism-tx or ford", errTxnFlag, p)
 	}
 	return nil
+}
+
+// checkClientProtocol is checkProtocol for client commands, which also
+// speak smart-dtx (to FORD's nodes).
+func checkClientProtocol(p string) error {
+	if p == protoSmartDTX {
+		return nil
+	}
+	if err := checkProtocol(p); err != nil {
+		return fmt.Errorf("%w: --protocol %q: want farm, prism-tx, ford or smart-dtx", errTxnFlag, p)
+	}
+	return nil
+}
+
+// parseMembers parses --members: distinct host:port addresses, comma
+// separated; nil when s is empty.
+func parseMembers(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	members := strings.Split(s, ",")
+	seen := map[string]bool{}
+	for _, m := range members {
+		if _, port, err := net.SplitHostPort(m); err != nil || port == "" || seen[m] {
+			return nil, fmt.Errorf("%w: --members: %q is not a distinct host:port", errTxnFlag, m)
+		}
+		seen[m] = true
+	}
+	return members, nil
 }
 
 func newTxnCmd() *cobra.Command {
@@ -76,6 +106,10 @@ type txnServeFlags struct {
 	logSize      string
 	lease        time.Duration
 	members      string
+	// FORD failover: this node's index in members; how long the
+	// membership's leader waits for a silent node.
+	self    int
+	silence time.Duration
 	// PRISM-TX
 	slots  int
 	memory string
@@ -90,11 +124,7 @@ func (f *txnServeFlags) service(tok string) (svc memnode.NewServiceFunc, memory 
 		return nil, 0, "", err
 	}
 	if f.protocol == protoFord {
-		sh := fordShape{backups: f.backups, buckets: f.buckets, valueSize: f.valueSize, coordinators: f.coordinators, logSize: fordLogSize}
-		if f.logSize != "" {
-			sh.logSize = f.logSize
-		}
-		l, err := sh.layout(0)
+		l, err := f.fordLayout(0)
 		if err != nil {
 			return nil, 0, "", err
 		}
@@ -102,6 +132,38 @@ func (f *txnServeFlags) service(tok string) (svc memnode.NewServiceFunc, memory 
 	}
 	svc, what, err = f.serviceOf(tok)
 	return svc, 0, what, err
+}
+
+// fordLayout is a FORD node's layout, as its flags give it, for nodes
+// nodes (0: not known).
+func (f *txnServeFlags) fordLayout(nodes int) (ford.Layout, error) {
+	sh := fordShape{backups: f.backups, buckets: f.buckets, valueSize: f.valueSize, coordinators: f.coordinators, logSize: fordLogSize}
+	if f.logSize != "" {
+		sh.logSize = f.logSize
+	}
+	return sh.layout(nodes)
+}
+
+// fordMembers parses a FORD node's --members and --self: nil without
+// --members.
+func (f *txnServeFlags) fordMembers() ([]string, error) {
+	members, err := parseMembers(f.members)
+	switch {
+	case err != nil:
+		return nil, err
+	case members == nil:
+		if f.self >= 0 {
+			return nil, fmt.Errorf("%w: --self %d without --members", errTxnFlag, f.self)
+		}
+		return nil, nil
+	case len(members) < 2:
+		return nil, fmt.Errorf("%w: --members: %d address for a database of at least 2 nodes", errTxnFlag, len(members))
+	case f.self < 0 || f.self >= len(members):
+		return nil, fmt.Errorf("%w: --self %d: want this node's index in --members, 0 to %d", errTxnFlag, f.self, len(members)-1)
+	case f.silence < 0:
+		return nil, fmt.Errorf("%w: --silence %v: must not be negative", errTxnFlag, f.silence)
+	}
+	return members, nil
 }
 
 // serviceOf returns the memnode service of FaRM and PRISM-TX.
@@ -122,16 +184,9 @@ func (f *txnServeFlags) serviceOf(tok string) (memnode.NewServiceFunc, string, e
 		case logSize%8 != 0 || logSize < 4*farm.DefaultMaxMessage || logSize > 1<<30:
 			return nil, "", fmt.Errorf("%w: --log-size %s: want a multiple of 8 from %d KiB to 1 GiB", errTxnFlag, f.logSize, 4*farm.DefaultMaxMessage>>10)
 		}
-		var members []string
-		if f.members != "" {
-			members = strings.Split(f.members, ",")
-			seen := map[string]bool{}
-			for _, m := range members {
-				if _, port, err := net.SplitHostPort(m); err != nil || port == "" || seen[m] {
-					return nil, "", fmt.Errorf("%w: --members: %q is not a distinct host:port", errTxnFlag, m)
-				}
-				seen[m] = true
-			}
+		members, err := parseMembers(f.members)
+		if err != nil {
+			return nil, "", err
 		}
 		cfg := farm.NodeConfig{MaxClients: f.coordinators, LogSize: int(logSize), Lease: f.lease, Token: tok, Logger: slog.Default(), Members: members}
 		return farm.Service(cfg, nil), "a FaRM memory node", nil
@@ -172,10 +227,19 @@ membership address (host:port, TCP) in the layout's order (node i of the
 database at position i). The nodes then hold the database's configuration
 (epoch, primary and backups per shard) in a raft group among themselves;
 when a node falls silent for the lease, its shards' first backups take over
-and clients follow the new epoch (docs/txn.md).`,
+and clients follow the new epoch (docs/txn.md).
+
+FORD failover: give every node the same --members and each its --self (its
+index, the shard it is primary of). The nodes run the same membership; when
+one falls silent for --silence, the others take it out and each of its shards
+is served by its first backup. FORD's clients (ford, smart-dtx) are given
+--members too: they read the configuration from the membership, route every
+transaction by it, and use a new epoch only once every lease on the old one
+has run out (fencing by configuration leases; docs/txn.md).`,
 		Example: `  rdmakit txn serve --protocol farm --listen 127.0.0.1:7491
   rdmakit txn serve --protocol prism-tx --listen 127.0.0.1:7491 --slots 262144 --memory 256MiB
-  rdmakit txn serve --protocol ford --listen 127.0.0.1:7491 --buckets 262144 --token-file tok`,
+  rdmakit txn serve --protocol ford --listen 127.0.0.1:7491 --buckets 262144 --token-file tok
+  rdmakit txn serve --protocol ford --listen 127.0.0.1:7491 --members 127.0.0.1:7591,127.0.0.1:7592,127.0.0.1:7593 --self 0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -196,6 +260,12 @@ and clients follow the new epoch (docs/txn.md).`,
 			} else if probe == 0 {
 				probe = -1 // disabled
 			}
+			var fordMembers []string
+			if f.protocol == protoFord {
+				if fordMembers, err = f.fordMembers(); err != nil {
+					return err
+				}
+			}
 			listen := strings.TrimPrefix(f.listen, "tcp://")
 			device := f.device
 			if device == "" {
@@ -205,8 +275,12 @@ and clients follow the new epoch (docs/txn.md).`,
 				}
 				device = "tcp://" + host + ":0"
 			}
-			srv, err := memnode.Start(ctx, memnode.Config{Device: device, CM: listen, Metrics: f.metrics, Token: tok, Probe: probe,
-				MaxClients: f.maxConns, NewService: svc, Memory: memory, Logger: slog.Default()})
+			mc := memnode.Config{Device: device, CM: listen, Metrics: f.metrics, Token: tok, Probe: probe,
+				MaxClients: f.maxConns, NewService: svc, Memory: memory, Logger: slog.Default()}
+			if fordMembers != nil {
+				return f.serveFordNode(ctx, cmd.OutOrStdout(), mc, fordMembers, what)
+			}
+			srv, err := memnode.Start(ctx, mc)
 			if err != nil {
 				return err
 			}
@@ -229,7 +303,9 @@ and clients follow the new epoch (docs/txn.md).`,
 	fl.IntVar(&f.coordinators, "coordinators", farm.DefaultMaxClients, "farm: clients (coordinators) with a log ring here at once; ford: coordinator ids (open transactions) with a log area here")
 	fl.StringVar(&f.logSize, "log-size", "", "farm: bytes of each coordinator's log ring (empty: "+farmLogSize+"); ford: of each coordinator's log area (empty: "+fordLogSize+")")
 	fl.DurationVar(&f.lease, "lease", farm.DefaultLease, "farm: how long a transaction may hold a lock before the node recovers it")
-	fl.StringVar(&f.members, "members", "", "farm: the nodes' membership addresses (host:port,…) in layout order: primary failover by raft among them; empty: none")
+	fl.StringVar(&f.members, "members", "", "farm and ford: the nodes' membership addresses (host:port,…) in layout order: primary failover by raft among them; empty: none")
+	fl.IntVar(&f.self, "self", -1, "ford, with --members: this node's index in --members (its shard)")
+	fl.DurationVar(&f.silence, "silence", 0, "ford, with --members: how long the membership waits for a silent node before it takes it out (0: 500ms)")
 	fl.IntVar(&f.slots, "slots", 1<<18, "prism-tx: record slots of the shard (the most keys it holds; keep it about twice the keys)")
 	fl.StringVar(&f.memory, "memory", "256MiB", "prism-tx: bytes of record versions")
 	fl.IntVar(&f.backups, "backups", 1, "ford: backup copies of each shard (the clients' --backups)")

@@ -101,15 +101,30 @@ transaction read and wrote and checks the history for serializability
 (check.Serializable: no cycle in the direct serialization graph, no version
 read that no committed transaction wrote), and for SmallBank that the money in
 the bank is the initial money plus the committed deposits minus the
-withdrawals; it needs --load. A failed check exits with an error.`,
+withdrawals; it needs --load. A failed check exits with an error.
+
+smart-dtx is FORD on Smart's runtime (ford.Config.Smart) against FORD's nodes,
+with FORD's flags: --workers workers, each with its own CQ and QPs, run --tasks
+transactions at once each (--clients defaults to workers × tasks), with the
+techniques --techniques switches on (all is Smart-DTX, none is FORD+: per-worker
+QPs alone; throttling, backoff, coroutine alone or together; --limit fixes
+throttling's work requests in flight). It prints FORD's figures and each
+worker's at the end: its work-request limit, lock retry rate and n_max.
+A FORD or smart-dtx client given --members (the nodes' membership addresses)
+routes by the configuration the nodes hold and follows a failover.`,
 		Example: `  rdmakit txn bench --protocol prism-tx --nodes A,B,C --workload smallbank --load --check
   rdmakit txn bench --protocol ford --nodes A,B,C --workload tatp --load --backup-reads --buckets 1048576
-  rdmakit txn bench --protocol farm --nodes A,B,C --workload ycsb-t --zipf 0.99 --clients 16 --duration 10s`,
+  rdmakit txn bench --protocol farm --nodes A,B,C --workload ycsb-t --zipf 0.99 --clients 16 --duration 10s
+  rdmakit txn bench --protocol smart-dtx --nodes A,B,C --workload smallbank --load --workers 2 --tasks 8 --techniques all
+  rdmakit txn bench --protocol smart-dtx --nodes A,B,C --workload tatp --load --techniques throttling --limit 8`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if err := checkProtocol(f.protocol); err != nil {
+			if err := checkClientProtocol(f.protocol); err != nil {
 				return err
+			}
+			if f.protocol == protoSmartDTX && !cmd.Flags().Changed("clients") {
+				o.clients = f.smart.slots()
 			}
 			switch {
 			case o.clients <= 0 || o.clients > 1024:
@@ -138,16 +153,23 @@ withdrawals; it needs --load. A failed check exits with an error.`,
 				s := fdb.Stats()
 				fmt.Fprintf(cmd.OutOrStdout(), "commit trips  %.2f mean, %d most per read-write commit after execution (validate, log, write-and-unlock; %d commits, loading included)\n",
 					float64(s.CommitRounds)/float64(max(s.ReadWrite, 1)), s.MaxCommitRounds, s.ReadWrite)
+				if f.ford.members != "" {
+					printConfiguration(cmd.OutOrStdout(), fdb.Configuration())
+				}
+				if sc, _ := f.smart.config(); f.protocol == protoSmartDTX && sc != nil {
+					printSmartStats(cmd.OutOrStdout(), sc, fdb.SmartStats())
+				}
 			}
 			return err
 		},
 	}
 	f.add(cmd)
+	f.smart.addSmart(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&name, "workload", "smallbank", "smallbank, tatp or ycsb-t")
 	fl.IntVar(&records, "records", 0, "population: SmallBank accounts, TATP subscribers or YCSB-T keys (default: the workload's standard 100,000)")
 	fl.Float64Var(&zipf, "zipf", 0, "ycsb-t: zipf constant of the keys (0.5 to 0.99; 0 for uniform)")
-	fl.IntVar(&o.clients, "clients", 8, "goroutines running transactions, one at a time each")
+	fl.IntVar(&o.clients, "clients", 8, "goroutines running transactions, one at a time each (smart-dtx: default --workers × --tasks)")
 	fl.DurationVar(&o.duration, "duration", 5*time.Second, "measuring time")
 	fl.BoolVar(&o.load, "load", false, "write the workload's records first (farm: create the database)")
 	fl.BoolVar(&o.check, "check", false, "check serializability (and SmallBank's money) of the run; needs --load")

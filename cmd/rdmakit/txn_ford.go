@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"time"
+
+	"github.com/rdmakit/rdmakit/memnode"
 
 	"github.com/rdmakit/rdmakit/txn"
 	"github.com/rdmakit/rdmakit/txn/ford"
@@ -74,6 +79,42 @@ type fordFlags struct {
 	logSize      string
 	backupReads  bool
 	lease        time.Duration
+	// members are the nodes' membership addresses (--members), empty
+	// without failover.
+	members string
 	// hook is Config.Hook (set by `txn client --die-at`, not a flag).
 	hook func(ford.Step) bool
+}
+
+// serveFordNode serves a FORD memory node that takes part in the
+// database's membership (ford.StartNode) until ctx ends: mc is its
+// memory server, members every node's membership address.
+func (f *txnServeFlags) serveFordNode(ctx context.Context, out io.Writer, mc memnode.Config, members []string, what string) error {
+	l, err := f.fordLayout(len(members))
+	if err != nil {
+		return err
+	}
+	nd, err := ford.StartNode(ctx, ford.NodeConfig{Server: mc, Layout: l, Self: f.self, Members: members, Silence: f.silence, Logger: slog.Default()})
+	if err != nil {
+		return err
+	}
+	info := nd.Server().Info()
+	fmt.Fprintf(out, "serving %s: connect to %s (verbs device %s); member %d of the membership at %s\n", what, info.CM, info.Device, f.self, members[f.self])
+	if info.Metrics != "" {
+		fmt.Fprintf(out, "metrics at %s\n", info.Metrics)
+	}
+	<-ctx.Done()
+	return nd.Close()
+}
+
+// printConfiguration prints the configuration a FORD client with
+// --members ended the run under.
+func printConfiguration(w io.Writer, c ford.Configuration) {
+	var out []int
+	for n, o := range c.Out {
+		if o {
+			out = append(out, n)
+		}
+	}
+	fmt.Fprintf(w, "configuration epoch %d: primaries %v, backups %v, nodes out %v\n", c.Epoch, c.Primaries, c.Backups, out)
 }

@@ -24,11 +24,15 @@ type txnClientFlags struct {
 	// FORD's, with ford's coordinators and logSize, on every open.
 	backups, buckets, valueSize int
 	ford                        fordFlags
+	// smart is Smart-DTX's (`txn bench` adds its flags; elsewhere
+	// smart-dtx runs with every technique on).
+	smart smartFlags
 }
 
 func (f *txnClientFlags) add(cmd *cobra.Command) {
+	f.smart = smartFlags{techniques: "all", tasks: defaultSmartTasks} // what addSmart's flags default to
 	fl := cmd.Flags()
-	fl.StringVar(&f.protocol, "protocol", "", "the nodes' protocol: farm, prism-tx or ford (required)")
+	fl.StringVar(&f.protocol, "protocol", "", "the nodes' protocol: farm, prism-tx, ford, or smart-dtx (FORD's nodes, Smart's runtime in the client) (required)")
 	fl.StringVar(&f.nodes, "nodes", "", "the database's memory nodes: connection manager addresses, comma-separated, in shard order (required)")
 	fl.StringVar(&f.device, "device", "tcp://127.0.0.1:0", "the client's own verbs device (the nodes must reach it)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the nodes when connecting")
@@ -39,6 +43,7 @@ func (f *txnClientFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.ford.logSize, "log-size", fordLogSize, "ford: bytes of each coordinator's log area, as the nodes were given")
 	fl.BoolVar(&f.ford.backupReads, "backup-reads", false, "ford: read records from a backup copy instead of the primary (validated at the primary)")
 	fl.DurationVar(&f.ford.lease, "lease", ford.MaxLease, "ford: how long a transaction's locks are its own before any client may recover them (at most 1s)")
+	fl.StringVar(&f.ford.members, "members", "", "ford: the nodes' membership addresses (host:port,…) as the nodes were given: route by the configuration they hold, follow a failover; empty: none")
 	f.token.add(fl, "auth token the nodes require")
 }
 
@@ -70,7 +75,7 @@ type txnCounters func() (commits, trips uint64)
 // open connects a client of f's database. With records > 0 and FaRM, it
 // creates the database first, laid out for about records records.
 func (f *txnClientFlags) open(ctx context.Context, records int) (txn.DB, txnCounters, error) {
-	if err := checkProtocol(f.protocol); err != nil {
+	if err := checkClientProtocol(f.protocol); err != nil {
 		return nil, nil, err
 	}
 	nodes, err := f.list()
@@ -87,7 +92,7 @@ func (f *txnClientFlags) open(ctx context.Context, records int) (txn.DB, txnCoun
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	if f.protocol == protoFord {
+	if isFord(f.protocol) {
 		db, err := f.openFord(ctx, device, nodes, tok)
 		if err != nil {
 			return nil, nil, err
@@ -151,6 +156,19 @@ func (f *txnClientFlags) openFord(ctx context.Context, device string, nodes []st
 	if f.ford.lease <= 0 || f.ford.lease > ford.MaxLease {
 		return nil, fmt.Errorf("%w: --lease %v: want above 0, at most %v", errTxnFlag, f.ford.lease, ford.MaxLease)
 	}
-	return ford.Dial(ctx, ford.Config{Device: device, Nodes: nodes, Token: tok, Layout: l, BackupReads: f.ford.backupReads,
-		Lease: f.ford.lease, Hook: f.ford.hook})
+	members, err := parseMembers(f.ford.members)
+	if err != nil {
+		return nil, err
+	}
+	if members != nil && len(members) != len(nodes) {
+		return nil, fmt.Errorf("%w: --members: %d addresses for %d nodes", errTxnFlag, len(members), len(nodes))
+	}
+	cfg := ford.Config{Device: device, Nodes: nodes, Token: tok, Layout: l, BackupReads: f.ford.backupReads,
+		Lease: f.ford.lease, Hook: f.ford.hook, Members: members}
+	if f.protocol == protoSmartDTX {
+		if cfg.Smart, err = f.smart.config(); err != nil {
+			return nil, err
+		}
+	}
+	return ford.Dial(ctx, cfg)
 }

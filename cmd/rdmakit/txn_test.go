@@ -184,11 +184,12 @@ func TestTxnBadInput(t *testing.T) {
 	}
 }
 
-// TestTxnExperiments runs `rdmakit bench run txn-ycsbt --quick` and
-// txn-peers through the command, so that FaRM, PRISM-TX and FORD start
+// TestTxnExperiments runs `rdmakit bench run txn-ycsbt --quick`,
+// txn-peers and txn-smart through the command, so that FaRM, PRISM-TX and FORD start
 // their nodes as `rdmakit txn serve` processes: each gives a row at every
-// point with a rate, node CPU, round trips and a checked history, and
-// txn-peers notes FORD's commit round trips.
+// point with a rate, node CPU, round trips and a checked history,
+// txn-peers notes FORD's commit round trips and Smart-DTX against FORD,
+// and txn-smart has every series' rows.
 func TestTxnExperiments(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
@@ -197,7 +198,38 @@ func TestTxnExperiments(t *testing.T) {
 	checkTxnRows(t, res, 2, "txn-ycsbt", "tcp")
 	res = runExperiment(t, "txn-peers", "--quick", "--duration", "100ms")
 	checkTxnRows(t, res, 4, "txn-peers", "tcp", "shm")
-	mustContain(t, res.out, "SmallBank's money", "held at the end on:", "FORD over tcp: its read-write SmallBank commits took", "FORD over shm:")
+	mustContain(t, res.out, "SmallBank's money", "held at the end on:", "FORD over tcp: its read-write SmallBank commits took", "FORD over shm:",
+		"Smart-DTX over tcp: FORD's protocol on Smart's runtime", "Smart-DTX over shm:")
+	res = runExperiment(t, "txn-smart", "--quick", "--duration", "100ms")
+	checkSmartRows(t, res)
+}
+
+// checkSmartRows checks txn-smart's quick rows: every series at both
+// task counts of both workloads over tcp, each with a rate, round trips
+// (commit ones at most FORD's bound of 3) and a checked history; the
+// smart series with the runtime's figures; and its notes.
+func checkSmartRows(t *testing.T, res experimentResult) {
+	t.Helper()
+	col := res.col
+	rows := map[string]int{}
+	for _, r := range res.rows {
+		sys := r[col["system"]].(string)
+		rows[sys]++
+		for _, c := range []string{"rate", "trips", "checked", "commit_trips"} {
+			if v, ok := r[col[c]].(float64); !ok || v <= 0 || c == "commit_trips" && v > 3 {
+				t.Errorf("txn-smart %s: %s %v: %v", sys, c, r[col[c]], r)
+			}
+		}
+		if _, ok := r[col["n_max"]].(float64); ok != (sys != "FORD") {
+			t.Errorf("txn-smart %s: n_max %v", sys, r[col["n_max"]])
+		}
+	}
+	for _, sys := range []string{"FORD", "FORD+", "Smart-DTX", "throttling", "backoff", "coroutine throttle"} {
+		if rows[sys] != 4 {
+			t.Errorf("txn-smart: %s has %d rows, want 4 (2 workloads × 2 task counts)", sys, rows[sys])
+		}
+	}
+	mustContain(t, res.out, "Smart-DTX against FORD over tcp at 8 tasks per worker", "FORD's read-write SmallBank commits took", "held at the end over: tcp")
 }
 
 // checkTxnRows checks an experiment's rows: want of each rdmakit
@@ -223,7 +255,7 @@ func checkTxnRows(t *testing.T, res experimentResult, want int, name string, tra
 		}
 		for _, c := range []string{"node_cpu", "trips", "checked"} {
 			v, ok := r[col[c]].(float64)
-			if c == "node_cpu" && (sys == "FORD" || r[col["transport"]] == "shm") && ok && v == 0 {
+			if c == "node_cpu" && (sys == "FORD" || sys == "Smart-DTX" || r[col["transport"]] == "shm") && ok && v == 0 {
 				continue
 			}
 			if !ok || v <= 0 {
@@ -231,7 +263,11 @@ func checkTxnRows(t *testing.T, res experimentResult, want int, name string, tra
 			}
 		}
 	}
-	for _, sys := range []string{"FaRM", "PRISM-TX", "FORD"} {
+	systems := []string{"FaRM", "PRISM-TX", "FORD"}
+	if name == "txn-peers" {
+		systems = append(systems, "Smart-DTX")
+	}
+	for _, sys := range systems {
 		for _, tr := range transports {
 			if n := rows[sys+" over "+tr]; n != want {
 				t.Errorf("%s: %s over %s has %d rows, want %d", name, sys, tr, n, want)
@@ -248,7 +284,7 @@ func TestTxnExperimentCanceled(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	// Cut while the systems are up, in their first points (5 s each).
-	for name, after := range map[string]time.Duration{"txn-ycsbt": 1500 * time.Millisecond, "txn-peers": 3 * time.Second} {
+	for name, after := range map[string]time.Duration{"txn-ycsbt": 1500 * time.Millisecond, "txn-peers": 3 * time.Second, "txn-smart": 1500 * time.Millisecond} {
 		ctx, cancel := context.WithTimeout(t.Context(), after)
 		_, _, err := bench.Run(ctx, name, bench.Options{Quick: true, Duration: 5 * time.Second, Command: selfCommand})
 		cancel()

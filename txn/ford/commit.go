@@ -87,7 +87,7 @@ func (t *Tx) commitReadWrite(writes, reads, lockedOnly []*rec) error {
 		n, err := t.validate(reads)
 		rounds += n
 		if err != nil {
-			return err
+			return t.failExec(err) // before the log: nothing landed
 		}
 	}
 	if db.stop(StepValidated) {

@@ -473,3 +473,63 @@ func TestStaleEpochCannotCommit(t *testing.T) {
 		t.Fatalf("balances %v (%v)", got, err)
 	}
 }
+
+// keyOn returns a key of shard s of 3.
+func keyOn(prefix string, s int) []byte {
+	for i := 0; ; i++ {
+		if k := []byte(fmt.Sprintf("%s/%d", prefix, i)); txn.Shard(k, 3) == s {
+			return k
+		}
+	}
+}
+
+// TestValidationNodeKilled: a transaction read a record of shard 0 and
+// wrote one of shard 1 (copies on nodes 1 and 2); node 0 dies before it
+// commits. Its validation round fails on node 0, before the log: nothing
+// of it landed, so with a membership the commit is an abort (txn.Run
+// runs it again under the next configuration), not an unknown outcome.
+func TestValidationNodeKilled(t *testing.T) {
+	b := newFailoverBed(t, 3)
+	ctx := tctx(t)
+	db := b.db()
+	ra, wb := keyOn("validate/read", 0), keyOn("validate/write", 1)
+	if err := txn.Run(ctx, db, func(tx txn.Tx) error {
+		if err := tx.Put(ra, []byte("a")); err != nil {
+			return err
+		}
+		return tx.Put(wb, []byte("b"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Get(ra); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Put(wb, []byte("b2")); err != nil {
+		t.Fatal(err)
+	}
+	b.kill(0)
+	err = tx.Commit()
+	if !errors.Is(err, txn.ErrAborted) {
+		t.Fatalf("commit after the read's node died: %v, want an abort", err)
+	}
+	b.waitEpoch(ctx, 1, 2)
+	got, err := valueOf(ctx, db, wb)
+	if err != nil || got != "b" {
+		t.Fatalf("the aborted write's record holds %q (%v), want its old value", got, err)
+	}
+}
+
+// valueOf reads key's value in a transaction of its own.
+func valueOf(ctx context.Context, db txn.DB, key []byte) (string, error) {
+	var v []byte
+	err := txn.Run(ctx, db, func(tx txn.Tx) error {
+		var err error
+		v, err = tx.Get(key)
+		return err
+	})
+	return string(v), err
+}
