@@ -14,12 +14,17 @@ import (
 // and a Get READs that one entry (leafEnt bytes, not the node) and
 // checks it. The entry is taken only when it is whole (its two versions
 // agree and its checksum holds: no writer was mid-way), holds the key,
-// and its node tag is the cached node version. The tag is what makes a
-// stale position harmless: a split rewrites the whole node under a new
-// version, tagging every entry with it, so an entry that still carries
-// the cached version was written before any split of the leaf since —
-// the leaf still covers the key and holds it once (a writer inserts
-// under the leaf's lock only a key it did not find), in that slot. Its
+// and its node tag is the cached node version. Why a whole entry that
+// holds the key is the key's current value: a leaf holds a key at most
+// once (a writer inserts under the leaf's lock only a key it did not
+// find), and a key leaves a leaf only by a delete (the slot is emptied)
+// or a split, which rewrites the whole node — every slot, under a new
+// node version — and never sends the key back (the left half keeps the
+// keys below the separator). The tag check adds that the leaf was not
+// rewritten since the position was learnt: in a tree without merges it
+// is implied by the key check (a negative control that drops it still
+// passes the tests; one that drops the key check fails them), and it
+// keeps a stale position from resting on that argument alone. Its
 // entry version may be newer than the cached one (an update in place):
 // the value is then the newer one, and that is what a leaf read would
 // return too. Anything else — an empty slot (deleted), another key (the
