@@ -333,3 +333,30 @@ func TestTechniqueString(t *testing.T) {
 		}
 	}
 }
+
+// TestSmartTCP: Smart-BT clients over tcp to a memory node in its own
+// process (every worker its own tcp QP); the linearizability run.
+func TestSmartTCP(t *testing.T) {
+	b := tcpNode(t)
+	ops := 4000
+	if long() {
+		ops = 40000
+	}
+	runLinear(t, b, 4, 4, ops, 48, smartCfg(sherman.AllTechniques), nil)
+}
+
+// TestSmartPauses: the linearizability run on Smart-BT while the memory
+// node's network freezes now and then (lists wait in the workers'
+// queues, credits stay out).
+func TestSmartPauses(t *testing.T) {
+	b := newBed(t, 1, 16<<20)
+	f := loop.Get(b.fabric)
+	runLinear(t, b, 4, 4, 8000, 48, smartCfg(sherman.AllTechniques), func() {
+		for range 10 {
+			time.Sleep(3 * time.Millisecond)
+			f.Pause("mem0")
+			time.Sleep(2 * time.Millisecond)
+			f.Resume("mem0")
+		}
+	})
+}
