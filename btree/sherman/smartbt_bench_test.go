@@ -18,7 +18,8 @@ import (
 // goroutines), on YCSB-C-like (read-only) and YCSB-B-like (95% reads, 5%
 // updates) loads over 10,000 preloaded keys drawn zipfian (s = 1.01,
 // scrambled). It reports operations per second, round trips and bytes
-// read per operation.
+// read per operation (and, with throttling, the workers' mean
+// work-request limit at the end).
 func BenchmarkSmartBT(b *testing.B) {
 	const keys = 10000
 	for _, load := range []struct {
@@ -86,6 +87,13 @@ func BenchmarkSmartBT(b *testing.B) {
 					b.ReportMetric(n/b.Elapsed().Seconds(), "ops/s")
 					b.ReportMetric(float64(s1.RoundTrips-s0.RoundTrips)/n, "trips/op")
 					b.ReportMetric(float64(s1.BytesRead-s0.BytesRead)/n, "Bread/op")
+					if ws := c.SmartStats(); len(ws) > 0 && sys.tech&sherman.Throttling != 0 {
+						limit := 0
+						for _, w := range ws {
+							limit += w.Limit
+						}
+						b.ReportMetric(float64(limit)/float64(len(ws)), "wr-limit")
+					}
 				})
 			}
 		}
