@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -359,4 +360,53 @@ func TestSmartPauses(t *testing.T) {
 			f.Resume("mem0")
 		}
 	})
+}
+
+// TestSmartContention: four clients write one key (each process's tasks
+// queue in its local lock table, the processes fight for the global
+// lock): the failed lock CASes reach the workers' controllers — with
+// Backoff the dynamic maximum starts at C0 and only a retry rate above
+// p_high raises it, so some worker's maximum must have risen; the key's
+// last value is one that was written.
+func TestSmartContention(t *testing.T) {
+	ctx := context.Background()
+	b := newBed(t, 1, 4<<20)
+	cfg := sherman.Config{Layout: small, Smart: &sherman.SmartConfig{Workers: 2, Tasks: 4,
+		Techniques: sherman.Backoff | sherman.CoroutineThrottle, C0: 2 * time.Microsecond}}
+	var clients []*sherman.Client
+	var wg sync.WaitGroup
+	for p := range 4 {
+		c := b.client(t, cfg)
+		clients = append(clients, c)
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 400 {
+					if err := c.Put(ctx, []byte("hot"), fmt.Appendf(nil, "%d.%d.%d", p, g, i)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	reacted := false
+	for _, c := range clients {
+		for _, w := range c.SmartStats() {
+			if w.BackoffCMax > 2*time.Microsecond {
+				reacted = true
+			}
+		}
+	}
+	if !reacted {
+		t.Fatalf("no worker saw the conflicts: %+v", clients[0].SmartStats())
+	}
+	v, err := clients[0].Get(ctx, []byte("hot"), nil)
+	var p, g, i int
+	if _, serr := fmt.Sscanf(string(v), "%d.%d.%d", &p, &g, &i); err != nil || serr != nil || i >= 400 {
+		t.Fatalf("hot = %q, %v", v, err)
+	}
+	t.Logf("%+v", clients[0].SmartStats())
 }
