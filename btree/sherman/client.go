@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rdmakit/rdmakit/btree"
+	"github.com/rdmakit/rdmakit/smart"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -28,6 +29,10 @@ type Config struct {
 	Poll verbs.PollPolicy
 	// Logger receives the client's rare events (default: discard).
 	Logger *slog.Logger
+	// Smart, when set, makes the client Smart-BT: its operations run as
+	// tasks of a smart runtime with the techniques it switches on
+	// (&SmartConfig{} is Sherman+, no technique; nil is Sherman).
+	Smart *SmartConfig
 }
 
 // Offsets in a slot's buffer.
@@ -65,6 +70,9 @@ type Client struct {
 	offNode, offNode2 int // a slot's two node buffers
 
 	handOvers, takeOvers, splits, hops atomic.Uint64
+
+	spec                 *specCache // speculative lookup (SpecLookup), or nil
+	specHits, specMisses atomic.Uint64
 
 	owned func() error // what Dial opened for the client, closed by Close
 }
@@ -108,7 +116,20 @@ func Open(ctx context.Context, pd verbs.PD, conns []Conn, cfg Config) (*Client, 
 	}
 	c.offNode = offEntry + round8(c.g.leafEnt+63)&^63
 	c.offNode2 = c.offNode + (c.g.size+63)&^63
-	if c.ops, err = newQPIssuer(pd, conns, cfg.Slots, c.offNode2+c.g.size, cfg.Poll); err != nil {
+	if cfg.Smart == nil {
+		c.ops, err = newQPIssuer(pd, conns, cfg.Slots, c.offNode2+c.g.size, cfg.Poll)
+	} else {
+		sc := cfg.Smart.withDefaults()
+		c.cfg.Smart = &sc
+		if len(sc.Connect) != len(conns) {
+			return nil, fmt.Errorf("%w: sherman: %d Smart Connects for %d memory nodes", verbs.ErrInvalidArg, len(sc.Connect), len(conns))
+		}
+		if sc.on(SpecLookup) {
+			c.spec = newSpecCache(sc.SpecEntries)
+		}
+		c.ops, err = newSmartIssuer(ctx, pd, sc, c.offNode2+c.g.size, cfg.Poll)
+	}
+	if err != nil {
 		return nil, err
 	}
 	c.bg, c.stop = context.WithCancel(context.Background())
@@ -153,12 +174,26 @@ type Stats struct {
 	Hops       uint64 // sibling pointers followed (a stale cache or a split under way)
 	HandOvers  uint64 // global locks taken over from a task of the process (no round trip)
 	TakeOvers  uint64 // global locks taken from a holder presumed dead
+	BytesRead  uint64 // bytes the client's READs read
+	SpecHits   uint64 // Gets served by speculative lookup (one entry read)
+	SpecMisses uint64 // speculative entry reads that fell back to the leaf
 }
 
 // Stats returns the client's counters.
 func (c *Client) Stats() Stats {
 	return Stats{RoundTrips: c.ops.trips(), Splits: c.splits.Load(), Hops: c.hops.Load(),
-		HandOvers: c.handOvers.Load(), TakeOvers: c.takeOvers.Load()}
+		HandOvers: c.handOvers.Load(), TakeOvers: c.takeOvers.Load(), BytesRead: c.ops.readBytes(),
+		SpecHits: c.specHits.Load(), SpecMisses: c.specMisses.Load()}
+}
+
+// SmartStats returns each worker's figures (work-request limit,
+// credits, backoff maximum, retry rate, n_max) of a Smart-BT or
+// Sherman+ client; nil for Sherman.
+func (c *Client) SmartStats() []smart.Stats {
+	if q, ok := c.ops.(*smartIssuer); ok {
+		return q.workerStats()
+	}
+	return nil
 }
 
 // newLease is a lock word of the client's that no earlier lock used.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/rdmakit/rdmakit/cm"
 	"github.com/rdmakit/rdmakit/memnode"
@@ -84,7 +85,27 @@ func Dial(ctx context.Context, dc DialConfig) (_ *Client, err error) {
 		r := regs[dc.Region]
 		conns = append(conns, Conn{QP: conn.QP(), CQ: cq, Region: Region{Addr: r.Addr, Len: r.Len, RKey: r.RKey}})
 	}
-	c, err := Open(ctx, pd, conns, dc.Config)
+	cfg := dc.Config
+	if cfg.Smart != nil {
+		sc := cfg.Smart.withDefaults()
+		sc.Device, sc.Connect = dev, nil
+		var mu sync.Mutex
+		for _, addr := range dc.Nodes {
+			sc.Connect = append(sc.Connect, func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
+				conn, err := cm.Dial(ctx, dev, addr, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq, Cap: SmartQPCap(sc.Tasks),
+					PrivateData: memnode.Hello{Token: dc.Token}.Marshal()})
+				if err != nil {
+					return nil, fmt.Errorf("sherman: memory node %s: %w", addr, err)
+				}
+				mu.Lock()
+				closers = append(closers, conn.Close)
+				mu.Unlock()
+				return conn.QP(), nil
+			})
+		}
+		cfg.Smart = &sc
+	}
+	c, err := Open(ctx, pd, conns, cfg)
 	if err != nil {
 		return nil, err
 	}

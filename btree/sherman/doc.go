@@ -111,7 +111,9 @@
 //
 // # Round trips
 //
-// Get: 1 READ (warm cache; plus one READ per cache miss or sibling hop).
+// Get: 1 READ (warm cache; plus one READ per cache miss or sibling hop);
+// with speculative lookup (Smart-BT) a warm Get's one READ is of one
+// leaf entry, and a stale position adds the leaf's READ.
 // Put and Delete: lock CAS, READ, write-back+unlock = 3 (2 when the
 // global lock was handed over). Scan: one READ per leaf. A leaf split
 // adds a FETCH_AND_ADD per 16 nodes and the parent's lock, READ and
@@ -121,18 +123,66 @@
 //
 // The tree builds its post lists against a slot's registered buffer and
 // hands them to an issuer (issuer.go): acquire a slot, do(list on memory
-// node mn), release. Sherman's issuer posts on one QP per memory node
-// and a poller goroutine per CQ wakes the waiting task. Smart-BT gives
-// the client another issuer that runs each list as a task of a
-// smart.Runtime (its workers' QP pools, credits, work-request
-// throttling and backoff), and adds speculative lookup (a cache of key →
-// leaf entry, read one entry, fall back to the leaf) in front of Get;
-// the tree's protocol does not change.
+// node mn), back off after a failed lock CAS, release. Sherman's issuer
+// posts on one QP per memory node and a poller goroutine per CQ wakes
+// the waiting task; Smart-BT's issuer (smartissuer.go) runs each
+// operation as a task of a smart.Runtime. The tree's protocol does not
+// change.
+//
+// # Smart-BT
+//
+// Config.Smart selects the design:
+//
+//	Config.Smart = nil                                      Sherman (the default)
+//	Config.Smart = &SmartConfig{}                           Sherman+: Smart's runtime, no technique
+//	Config.Smart = &SmartConfig{Techniques: AllTechniques}  Smart-BT
+//	Config.Smart = &SmartConfig{Techniques: SpecLookup}     one technique alone (ablation)
+//
+// On Smart's runtime (Sherman+ and Smart-BT) the client has Workers
+// workers (default GOMAXPROCS), each with its own CQ, its own QP to
+// every memory node and its credits, and Tasks slots per worker
+// (default 8; Config.Slots is not used). An operation takes a slot,
+// enters a task of the slot's worker (smart.Worker.Enter), runs its
+// lists as that task's Do on the worker's QPs, and leaves (Task.Leave),
+// reporting its failed lock attempts (Task.Finished). The local lock
+// table is the client's as before: tasks of every worker queue on it
+// and hand global locks over to each other.
+//
+// Techniques is a bitmask; each technique switches on alone for an
+// ablation:
+//
+//   - Throttling: a worker's outstanding work requests are bounded by
+//     credits, the bound tuned by Smart's epoch tuner (Algorithm 1:
+//     SmartConfig.Tuner) or fixed by SmartConfig.Limit.
+//   - Backoff: a lock CAS that finds the lock held waits a truncated
+//     exponential backoff (smart.Task.Backoff) whose maximum follows
+//     the retry rate (C0, BackoffLimit), instead of Sherman's
+//     yield-then-sleep.
+//   - CoroutineThrottle: the operations a worker runs at once (n_max,
+//     at most Tasks) shrink while the retry rate is high.
+//   - SpecLookup: speculative lookup (spec.go). The client caches key
+//     → (leaf, entry slot, leaf node version) from the leaves its Gets
+//     read; a Get whose key is cached READs that one entry (a leaf
+//     entry's bytes, not the node's: one small READ, one round trip)
+//     and takes its value when the entry is whole (versions and
+//     checksum), holds the key and carries the cached node version as
+//     its tag. Else — deleted, slot reused, torn, leaf split — it reads
+//     the leaf as Sherman does and refreshes the cache (SpecEntries
+//     bounds it). A stale position costs one extra round trip, never a
+//     wrong value.
+//
+// Dial fills SmartConfig.Device and Connect (one more connection per
+// worker and memory node); with Open the caller gives them (only each
+// Conn's Region is then used). Stats counts round trips, bytes read
+// and speculative hits and misses; SmartStats shows each worker's
+// limit, credits, backoff maximum, retry rate and n_max.
 //
 // Files: layout.go (layout, header, pointers), node.go (node codec),
 // issuer.go (the seam, Sherman's QP issuer), client.go (Client, Open),
 // dial.go (Dial: device, connections and client in one call),
 // cache.go (index cache), read.go (traversal, Get), write.go (Put,
 // Delete), split.go (splits, parent inserts, root growth), alloc.go
-// (node allocator), lock.go (lock hierarchy, leases), scan.go (Scan).
+// (node allocator), lock.go (lock hierarchy, leases), scan.go (Scan),
+// smartbt.go (SmartConfig, techniques), smartissuer.go (the issuer on
+// smart), spec.go (speculative lookup).
 package sherman

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -103,6 +104,9 @@ func (b *bed) client(t testing.TB, cfg sherman.Config) *sherman.Client {
 	if cfg.Slots == 0 {
 		cfg.Slots = 8
 	}
+	if cfg.Smart != nil {
+		cfg.Smart = b.smart(t, *cfg.Smart)
+	}
 	c, err := sherman.Open(context.Background(), b.pd, dial(t, b.dev, b.pd, b.nodes, cfg.Slots), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -113,3 +117,28 @@ func (b *bed) client(t testing.TB, cfg sherman.Config) *sherman.Client {
 
 // small is a layout that splits often.
 var small = sherman.Layout{KeySize: 16, ValueSize: 16, LeafSlots: 4, InnerSlots: 4}
+
+// smart returns sc with the bed's device and a Connect per memory node
+// (the connections close at the test's end).
+func (b *bed) smart(t testing.TB, sc sherman.SmartConfig) *sherman.SmartConfig {
+	tasks := sc.Tasks
+	if tasks <= 0 {
+		tasks = 8
+	}
+	sc.Device, sc.Connect = b.dev, nil
+	var mu sync.Mutex
+	for _, info := range b.nodes {
+		sc.Connect = append(sc.Connect, func(ctx context.Context, cq verbs.CQ) (verbs.QP, error) {
+			conn, err := cm.Dial(ctx, b.dev, info.CM, cm.Options{PD: b.pd, SendCQ: cq, RecvCQ: cq, Cap: sherman.SmartQPCap(tasks),
+				PrivateData: memnode.Hello{Token: "t"}.Marshal()})
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			t.Cleanup(func() { conn.Close() })
+			return conn.QP(), nil
+		})
+	}
+	return &sc
+}

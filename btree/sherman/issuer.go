@@ -30,8 +30,13 @@ type issuer interface {
 	do(ctx context.Context, s *slot, mn int, wrs []verbs.SendWR) error
 	// release returns a slot whose last list completed.
 	release(s *slot)
+	// conflict waits before the next try after the try-th failed lock
+	// CAS of the operation holding s (try from 0).
+	conflict(ctx context.Context, s *slot, try int) error
 	// trips counts the lists run (each one round trip).
 	trips() uint64
+	// readBytes counts the bytes the lists' READs read.
+	readBytes() uint64
 	// close stops the pollers and frees the slots' memory.
 	close() error
 }
@@ -79,6 +84,7 @@ type qpIssuer struct {
 	slots []*slot
 	free  chan *slot
 	n     atomic.Uint64
+	read  atomic.Uint64
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 	poll  verbs.PollPolicy
@@ -166,6 +172,7 @@ func (q *qpIssuer) do(ctx context.Context, s *slot, mn int, wrs []verbs.SendWR) 
 	}
 	wrs[len(wrs)-1].Flags |= verbs.FlagSignaled
 	q.n.Add(1)
+	q.read.Add(readLen(wrs))
 	if err := verbs.PostAll(q.conns[mn].QP, wrs, noProgress, ctx.Done()); err != nil {
 		return fmt.Errorf("%w: post: %w", btree.ErrUnreachable, err)
 	}
@@ -202,6 +209,11 @@ func wcErr(wc verbs.WC) error {
 func (q *qpIssuer) release(s *slot) { q.free <- s }
 
 func (q *qpIssuer) trips() uint64 { return q.n.Load() }
+
+func (q *qpIssuer) readBytes() uint64 { return q.read.Load() }
+
+// conflict: Sherman's pause (yield, then sleep growing to 1 ms).
+func (q *qpIssuer) conflict(ctx context.Context, _ *slot, try int) error { return pause(ctx, try) }
 
 func (q *qpIssuer) close() error {
 	q.stop()

@@ -123,7 +123,7 @@ func (c *Client) lockGlobal(ctx context.Context, s *slot, p uint64) (uint64, err
 				return mine, nil
 			}
 		}
-		if err := pause(ctx, try); err != nil {
+		if err := c.ops.conflict(ctx, s, try); err != nil {
 			return 0, err
 		}
 	}

@@ -150,6 +150,13 @@ func (c *Client) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 	if err != nil {
 		return dst, err
 	}
+	if c.spec != nil {
+		var ok bool
+		if dst, ok, err = c.specGet(ctx, s, key, dst); ok || err != nil {
+			c.putBack(s, err)
+			return dst, err
+		}
+	}
 	p, path, err := c.leafFor(ctx, s, key, false)
 	for err == nil {
 		var n *node
@@ -161,6 +168,9 @@ func (c *Client) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 			continue
 		}
 		e := n.find(key)
+		if c.spec != nil {
+			c.specLearn(key, p, n, e)
+		}
 		if e == nil {
 			c.ops.release(s)
 			return dst, btree.ErrNotFound

@@ -18,10 +18,12 @@ import (
 // scan: the oracle, a google/btree), keys "v…" come and go. Every scan
 // must return each oracle key in its range once, in order, nothing
 // outside the range, nothing that was never written.
-func TestScanOracle(t *testing.T) {
+func TestScanOracle(t *testing.T) { scanOracle(t, sherman.Config{Layout: small}) }
+
+// scanOracle is TestScanOracle's run on clients of configuration cfg.
+func scanOracle(t *testing.T, cfg sherman.Config) {
 	ctx := context.Background()
 	b := newBed(t, 1, 16<<20)
-	cfg := sherman.Config{Layout: small}
 	w := b.client(t, cfg)
 	oracle := gbtree.NewG(8, func(a, b string) bool { return a < b })
 	for i := 0; i < 400; i += 2 {
