@@ -46,6 +46,12 @@ type Options struct {
 	// rdmakit CLI sets it; nil leaves those experiments' rows out, with
 	// the reason in their notes.
 	Command func(ctx context.Context, args ...string) *exec.Cmd
+	// Only, when not empty, keeps the rows of these systems and leaves
+	// the others out (experiments that compare systems honour it; each
+	// says how its systems are named): a shorter run of the comparisons
+	// a user cares about. A name matches a system (case aside), or a
+	// system over one transport as "NAME/TRANSPORT".
+	Only []string
 }
 
 // ProgressAfter is the expected run length above which a progress bar is
@@ -66,6 +72,21 @@ func newEnv(o Options) *Env {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Env{Options: o, Log: log}
+}
+
+// Keeps reports whether the run measures system name over transport
+// (empty: the system has one): Only is empty, or names it, alone or
+// with the transport.
+func (e *Env) Keeps(name, transport string) bool {
+	if len(e.Only) == 0 {
+		return true
+	}
+	for _, o := range e.Only {
+		if strings.EqualFold(o, name) || (transport != "" && strings.EqualFold(o, name+"/"+transport)) {
+			return true
+		}
+	}
+	return false
 }
 
 // PointDuration is how long to measure each data point: Options.Duration

@@ -39,14 +39,14 @@ const pgName = "PostgreSQL"
 // peerSystems are what txn-peers compares, in the order of its rows.
 var peerSystems = []system{
 	{name: pgName, start: startPostgres},
-	{name: "FaRM", start: farmOn(overTCP)},
-	{name: "PRISM-TX", start: prismTXOn(overTCP)},
-	{name: fordName, start: fordOn(overTCP)},
-	{name: smartDTXName, start: smartDTXOn(overTCP)},
-	{name: "FaRM", start: farmOn(overSHM)},
-	{name: "PRISM-TX", start: prismTXOn(overSHM)},
-	{name: fordName, start: fordOn(overSHM)},
-	{name: smartDTXName, start: smartDTXOn(overSHM)},
+	{name: "FaRM", transport: overTCP, start: farmOn(overTCP)},
+	{name: "PRISM-TX", transport: overTCP, start: prismTXOn(overTCP)},
+	{name: fordName, transport: overTCP, start: fordOn(overTCP)},
+	{name: smartDTXName, transport: overTCP, start: smartDTXOn(overTCP)},
+	{name: "FaRM", transport: overSHM, start: farmOn(overSHM)},
+	{name: "PRISM-TX", transport: overSHM, start: prismTXOn(overSHM)},
+	{name: fordName, transport: overSHM, start: fordOn(overSHM)},
+	{name: smartDTXName, transport: overSHM, start: smartDTXOn(overSHM)},
 }
 
 // fordName is FORD's rows' system.
@@ -83,6 +83,10 @@ type peerRun struct {
 
 // runPeers runs txn-peers over systems.
 func runPeers(ctx context.Context, env *bench.Env, systems []system) (*bench.Result, error) {
+	systems, err := keep(env, systems)
+	if err != nil {
+		return nil, err
+	}
 	pointTime := env.PointDuration(2*time.Second, 200*time.Millisecond)
 	u := &peerRun{sb: &workload.SmallBank{Accounts: fullAccounts}, tatp: &workload.TATP{Subscribers: fullSubscribers},
 		loaded: map[*running]map[string]*loadedWorkload{}}

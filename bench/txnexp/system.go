@@ -3,7 +3,9 @@ package txnexp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/rdmakit/rdmakit/bench"
@@ -17,12 +19,40 @@ import (
 // its rows and how to bring it up.
 type system struct {
 	name string
+	// transport is how its client reaches it ("" for PostgreSQL): with
+	// name, what bench.Options.Only selects.
+	transport string
 	// start brings up a database that holds about size.records records
 	// and returns how to reach it. An error for which skippable is true
 	// leaves the system out of the run, its reason in the notes; any
 	// other error ends the run.
 	start func(ctx context.Context, env *bench.Env, size dbSize) (*deployment, error)
 }
+
+// keep returns the systems env's Only selects (all without it), or an
+// error naming the choices when it selects none.
+func keep(env *bench.Env, systems []system) ([]system, error) {
+	var out []system
+	var names []string
+	for _, s := range systems {
+		n := s.name
+		if s.transport != "" {
+			n += "/" + s.transport
+		}
+		names = append(names, n)
+		if env.Keeps(s.name, s.transport) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: --only %s names none of this experiment's systems (%s)",
+			errNoSystem, strings.Join(env.Only, ","), strings.Join(names, ", "))
+	}
+	return out, nil
+}
+
+// errNoSystem: Options.Only left no system to run.
+var errNoSystem = errors.New("txnexp: no system selected")
 
 // dbSize is what a database must hold: about records records (every
 // workload's population together), values up to valueSize bytes.

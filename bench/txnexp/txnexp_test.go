@@ -190,3 +190,29 @@ func TestPeersQuick(t *testing.T) {
 		t.Errorf("child processes left: %s", out)
 	}
 }
+
+// --only keeps the systems it names, alone or with a transport, case
+// aside, and refuses a run it would leave empty.
+func TestOnly(t *testing.T) {
+	env := quickEnv()
+	env.Only = []string{"postgresql", "PRISM-TX/shm", "FORD"}
+	got, err := keep(env, peerSystems)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range got {
+		names = append(names, s.name+"/"+s.transport)
+	}
+	if want := "PostgreSQL/ FORD/tcp PRISM-TX/shm FORD/shm"; strings.Join(names, " ") != want {
+		t.Fatalf("kept %q, want %q", strings.Join(names, " "), want)
+	}
+	env.Only = []string{"MySQL"}
+	if _, err := keep(env, peerSystems); !errors.Is(err, errNoSystem) || !strings.Contains(err.Error(), "PRISM-TX/shm") {
+		t.Fatalf("--only MySQL: %v, want errNoSystem listing the systems", err)
+	}
+	env.Only = nil
+	if all, err := keep(env, peerSystems); err != nil || len(all) != len(peerSystems) {
+		t.Fatalf("no --only: %d systems, %v", len(all), err)
+	}
+}

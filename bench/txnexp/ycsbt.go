@@ -34,9 +34,9 @@ var ycsbtColumns = []bench.Column{
 // ycsbtSystems are what txn-ycsbt compares, FaRM first: the ratios are
 // against it.
 var ycsbtSystems = []system{
-	{name: "FaRM", start: farmOn(overTCP)},
-	{name: "PRISM-TX", start: prismTXOn(overTCP)},
-	{name: fordName, start: fordOn(overTCP)},
+	{name: "FaRM", transport: overTCP, start: farmOn(overTCP)},
+	{name: "PRISM-TX", transport: overTCP, start: prismTXOn(overTCP)},
+	{name: fordName, transport: overTCP, start: fordOn(overTCP)},
 }
 
 // The sweep and the run's shape.
@@ -60,6 +60,10 @@ const (
 
 // runYCSBT runs txn-ycsbt over systems.
 func runYCSBT(ctx context.Context, env *bench.Env, systems []system) (*bench.Result, error) {
+	systems, err := keep(env, systems)
+	if err != nil {
+		return nil, err
+	}
 	pointTime := env.PointDuration(2*time.Second, 200*time.Millisecond)
 	keys, rounds, zs := int64(ycsbtKeys), fullRounds, zipfs
 	if env.Quick {

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"os"
-	"runtime/pprof"
 	"text/tabwriter"
 	"time"
 
@@ -47,13 +45,14 @@ func newBenchRunCmd() *cobra.Command {
 		out       string
 		transport string
 		poll      string
-		cpuprof   string
+		only      []string
 	)
 	cmd := &cobra.Command{
 		Use:   "run NAME",
 		Short: "Run an experiment, print its table and write NAME.json, NAME.md and NAME.png",
 		Example: `  rdmakit bench run perf --quick
-  rdmakit bench run perf --duration 500ms --poll busy --out results/`,
+  rdmakit bench run perf --duration 500ms --poll busy --out results/
+  rdmakit bench run txn-peers --only PostgreSQL,PRISM-TX/shm`,
 		Args: cobra.ExactArgs(1),
 		ValidArgsFunction: func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 			var names []string
@@ -70,20 +69,9 @@ func newBenchRunCmd() *cobra.Command {
 			if duration < 0 {
 				return fmt.Errorf("--duration %v is negative", duration)
 			}
-			if cpuprof != "" {
-				f, err := os.Create(cpuprof)
-				if err != nil {
-					return fmt.Errorf("--cpuprofile: %w", err)
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return fmt.Errorf("--cpuprofile: %w", err)
-				}
-				defer pprof.StopCPUProfile()
-			}
 			r, paths, err := bench.Run(cmd.Context(), args[0], bench.Options{
 				Duration: duration, Quick: quick, OutDir: out, Transport: transport, Poll: p,
-				Progress: progressWriter(cmd), Log: slog.Default(), Node: selfNode, Command: selfCommand,
+				Progress: progressWriter(cmd), Log: slog.Default(), Node: selfNode, Command: selfCommand, Only: only,
 			})
 			if err != nil {
 				return err
@@ -105,6 +93,6 @@ func newBenchRunCmd() *cobra.Command {
 	fl.StringVar(&out, "out", "results", "directory for NAME.json, NAME.md and NAME.png")
 	fl.StringVar(&transport, "transport", "", "device URI base, e.g. loop://lab (default: a fresh loop fabric)")
 	fl.StringVar(&poll, "poll", "adaptive", "polling policy: adaptive, busy or event")
-	fl.StringVar(&cpuprof, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	fl.StringSliceVar(&only, "only", nil, "run only these systems of a comparison, e.g. PostgreSQL,PRISM-TX/shm (NAME or NAME/TRANSPORT; the experiment's docs name them)")
 	return cmd
 }
