@@ -10,6 +10,8 @@ import (
 	"github.com/rdmakit/rdmakit/btree/rpctree"
 	"github.com/rdmakit/rdmakit/memnode"
 	"github.com/rdmakit/rdmakit/workload"
+
+	_ "github.com/rdmakit/rdmakit/transport/loop"
 )
 
 // TestTreeYCSB loads an RPC tree, checks that every record is there
