@@ -14,15 +14,17 @@ import (
 )
 
 // RedisTree is a btree.Tree on one Redis sorted set: the ordered-index
-// peer of btree/sherman. Every member has score 0 and is the key, a NUL
-// byte and the value, so that Redis's lexicographic order of members is
-// the order of keys (a key is a prefix of no other member but its own;
-// keys must not contain NUL):
+// peer of btree/sherman. Every member has score 0 and is the escaped key,
+// a NUL byte and the value, so that Redis's lexicographic order of
+// members is the order of keys. Keys may hold any byte: the escape
+// (0x00 → 0x01 0x01, 0x01 → 0x01 0x02, other bytes as they are) keeps
+// their order and leaves NUL only as the separator, so a member's key
+// is a prefix of no other key's member (E is the escaped key):
 //
-//	Get     ZRANGEBYLEX set [key\x00 (key\x01 LIMIT 0 1
-//	Put     MULTI · ZREMRANGEBYLEX set [key\x00 (key\x01 · ZADD set 0 key\x00value · EXEC
-//	Delete  ZREMRANGEBYLEX set [key\x00 (key\x01
-//	Scan    ZRANGEBYLEX set [from (to LIMIT 0 n, a page at a time
+//	Get     ZRANGEBYLEX set [E\x00 (E\x01 LIMIT 0 1
+//	Put     MULTI · ZREMRANGEBYLEX set [E\x00 (E\x01 · ZADD set 0 E\x00value · EXEC
+//	Delete  ZREMRANGEBYLEX set [E\x00 (E\x01
+//	Scan    ZRANGEBYLEX set [E(from) (E(to) LIMIT 0 n, a page at a time
 //
 // An update must take out the old member (its value is part of it): the
 // MULTI/EXEC makes the removal and the add one atomic step, and the four
@@ -186,27 +188,48 @@ func (c *redisConn) array(out [][]byte) ([][]byte, error) {
 	return out, nil
 }
 
-// checkKey refuses keys the member layout cannot hold.
-func checkKey(key, value []byte) error {
-	if err := btree.Check(key, value, btree.MaxKey, btree.MaxValue); err != nil {
-		return err
+// escape appends key with its 0x00 and 0x01 bytes escaped.
+func escape(dst, key []byte) []byte {
+	for _, c := range key {
+		if c <= 1 {
+			dst = append(dst, 1, c+1)
+		} else {
+			dst = append(dst, c)
+		}
 	}
-	if bytes.IndexByte(key, 0) >= 0 {
-		return fmt.Errorf("%w: a key with a NUL byte (the Redis sorted set separates key and value with one)", btree.ErrTooLarge)
+	return dst
+}
+
+// member splits a member into its key (unescaped) and value.
+func member(m []byte) (key, value []byte, err error) {
+	i := bytes.IndexByte(m, 0)
+	if i < 0 {
+		return nil, nil, fmt.Errorf("%w: a member without a separator", errRedis)
 	}
-	return nil
+	key = make([]byte, 0, i)
+	for j := 0; j < i; j++ {
+		c := m[j]
+		if c == 1 {
+			if j++; j == i {
+				return nil, nil, fmt.Errorf("%w: a member with a bad escape", errRedis)
+			}
+			c = m[j] - 1
+		}
+		key = append(key, c)
+	}
+	return key, m[i+1:], nil
 }
 
 // keyRange is the ZRANGEBYLEX bounds of key's member.
 func keyRange(key []byte) (lo, hi []byte) {
-	lo = append(append([]byte{'['}, key...), 0)
-	hi = append(append([]byte{'('}, key...), 1)
+	lo = append(escape([]byte{'['}, key), 0)
+	hi = append(escape([]byte{'('}, key), 1)
 	return lo, hi
 }
 
 // Get implements btree.Tree.
 func (t *RedisTree) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
-	if err := checkKey(key, nil); err != nil {
+	if err := btree.Check(key, nil, btree.MaxKey, btree.MaxValue); err != nil {
 		return dst, err
 	}
 	c, err := t.take(ctx)
@@ -226,13 +249,17 @@ func (t *RedisTree) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 	if len(ms) == 0 {
 		return dst, btree.ErrNotFound
 	}
-	return append(dst, ms[0][len(key)+1:]...), nil
+	_, v, err := member(ms[0])
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, v...), nil
 }
 
 // Put implements btree.Tree: the old member's removal and the new one's
 // add in one MULTI/EXEC.
 func (t *RedisTree) Put(ctx context.Context, key, value []byte) error {
-	if err := checkKey(key, value); err != nil {
+	if err := btree.Check(key, value, btree.MaxKey, btree.MaxValue); err != nil {
 		return err
 	}
 	c, err := t.take(ctx)
@@ -243,7 +270,7 @@ func (t *RedisTree) Put(ctx context.Context, key, value []byte) error {
 	lo, hi := keyRange(key)
 	c.cmd([]byte("MULTI"))
 	c.cmd([]byte("ZREMRANGEBYLEX"), t.set, lo, hi)
-	c.cmd([]byte("ZADD"), t.set, []byte("0"), append(append(append([]byte(nil), key...), 0), value...))
+	c.cmd([]byte("ZADD"), t.set, []byte("0"), append(append(escape(nil, key), 0), value...))
 	c.cmd([]byte("EXEC"))
 	if err := t.flush(c); err != nil {
 		return err
@@ -268,7 +295,7 @@ func (t *RedisTree) Put(ctx context.Context, key, value []byte) error {
 
 // Delete implements btree.Tree.
 func (t *RedisTree) Delete(ctx context.Context, key []byte) error {
-	if err := checkKey(key, nil); err != nil {
+	if err := btree.Check(key, nil, btree.MaxKey, btree.MaxValue); err != nil {
 		return err
 	}
 	c, err := t.take(ctx)

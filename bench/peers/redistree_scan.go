@@ -1,7 +1,6 @@
 package peers
 
 import (
-	"bytes"
 	"context"
 	"strconv"
 
@@ -29,14 +28,14 @@ func (t *RedisTree) Scan(ctx context.Context, from, to []byte, limit int) btree.
 		it.left = limit
 	}
 	if from != nil {
-		it.lo = append([]byte{'['}, from...)
+		it.lo = escape([]byte{'['}, from)
 	}
 	if to != nil {
-		it.hi = append([]byte{'('}, to...)
+		it.hi = escape([]byte{'('}, to)
 	}
 	for _, b := range [][]byte{from, to} {
-		if b != nil && (len(b) > btree.MaxKey || bytes.IndexByte(b, 0) >= 0) {
-			it.err = checkKey(b, nil)
+		if len(b) > btree.MaxKey {
+			it.err = btree.Check(b, nil, btree.MaxKey, btree.MaxValue)
 		}
 	}
 	return it
@@ -83,12 +82,9 @@ func (it *redisIter) Next() bool {
 	}
 	m := it.page[0]
 	it.page = it.page[1:]
-	i := bytes.IndexByte(m, 0)
-	if i < 0 {
-		it.err = errRedis
+	if it.k, it.v, it.err = member(m); it.err != nil {
 		return false
 	}
-	it.k, it.v = m[:i], m[i+1:]
 	if it.left > 0 {
 		it.left--
 	}

@@ -48,12 +48,29 @@ func TestRedisTreeLinearizable(t *testing.T) {
 	btreetest.Linearizable(t, []btree.Tree{a, b}, 4, 6000, 32)
 }
 
-// TestRedisTreeErrors: keys the layout cannot hold and a closed tree.
+// TestRedisTreeErrors: keys with NUL and 0x01 bytes, a missing key and
+// a closed tree.
 func TestRedisTreeErrors(t *testing.T) {
 	tr, _ := startRedisTree(t, 1)
 	ctx := t.Context()
-	if err := tr.Put(ctx, []byte("a\x00b"), nil); !errors.Is(err, btree.ErrTooLarge) {
-		t.Fatalf("NUL key: %v", err)
+	// Keys with the escaped bytes keep their order and their values.
+	keys := []string{"a", "a\x00", "a\x00\x00", "a\x01", "a\x01\x02", "a\x02", "b"}
+	for i := len(keys) - 1; i >= 0; i-- {
+		if err := tr.Put(ctx, []byte(keys[i]), []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	it := tr.Scan(ctx, []byte("a\x00"), []byte("a\x02"), 0)
+	for i := 1; i < 5; i++ {
+		if !it.Next() || string(it.Key()) != keys[i] || it.Value()[0] != byte(i) {
+			t.Fatalf("scan %d: %q %v %v", i, it.Key(), it.Value(), it.Err())
+		}
+	}
+	if it.Next() || it.Err() != nil {
+		t.Fatalf("scan past a\\x02: %q %v", it.Key(), it.Err())
+	}
+	if v, err := tr.Get(ctx, []byte("a\x00"), nil); err != nil || v[0] != 1 {
+		t.Fatalf("get a\\x00: %v %v", v, err)
 	}
 	if _, err := tr.Get(ctx, []byte("none"), nil); !errors.Is(err, btree.ErrNotFound) {
 		t.Fatalf("missing key: %v", err)
