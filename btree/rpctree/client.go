@@ -78,6 +78,9 @@ func Dial(ctx context.Context, dc DialConfig) (_ *Client, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: rpctree: %s: %w", btree.ErrUnreachable, dc.Node, err)
 	}
+	if got := c.conn.PeerPrivateData(); string(got) != Name {
+		return nil, fmt.Errorf("%w: rpctree: %s does not serve an RPC B-tree (it answered %d bytes of %q)", btree.ErrLayout, dc.Node, len(got), Name)
+	}
 	c.rpc, err = rpc.NewClient(pd, c.conn.QP(), c.cq, rpc.ClientConfig{MaxMessage: MaxMessage, Slots: slots, Poll: dc.Poll})
 	if err != nil {
 		return nil, fmt.Errorf("rpctree: %w", err)

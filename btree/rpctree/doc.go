@@ -7,7 +7,9 @@
 //
 // The server is a memnode.Service (Service, served by memnode.Start with
 // Config.NewService = NewService(...)), so it shares the memory node's
-// handshake, token and liveness. Clients (Dial) implement btree.Tree.
+// handshake, token and liveness; its connection reply carries the
+// service's Name, which Dial checks (ErrLayout when a node serves
+// something else). Clients (Dial) implement btree.Tree.
 //
 // Wire (payloads of rpc messages; lengths little-endian):
 //

@@ -96,3 +96,22 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("after Close: %v", err)
 	}
 }
+
+// TestNotAnRPCTree: a client that reaches a plain memory node (no
+// token: it admits any hello) fails at once with ErrLayout.
+func TestNotAnRPCTree(t *testing.T) {
+	ctx := context.Background()
+	srv, err := memnode.Start(ctx, memnode.Config{Device: "loop://rpctree-plain/srv", CM: "127.0.0.1:0", Memory: 1 << 20,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := rpctree.Dial(ctx, rpctree.DialConfig{Device: "loop://rpctree-plain/c", Node: srv.Info().CM})
+	if !errors.Is(err, btree.ErrLayout) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("dialing a memory node: %v", err)
+	}
+}

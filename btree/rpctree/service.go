@@ -173,9 +173,11 @@ type session struct {
 	conn *rpc.ServerConn
 }
 
-// Options implements memnode.Session.
+// Options implements memnode.Session: the reply names the service, so
+// that a client learns it reached an RPC tree (a memory node without a
+// token takes any client's hello for a token).
 func (ss *session) Options() cm.Options {
-	return cm.Options{SendCQ: ss.cq, RecvCQ: ss.cq, Cap: QPCap, Access: verbs.AccessAll}
+	return cm.Options{SendCQ: ss.cq, RecvCQ: ss.cq, Cap: QPCap, Access: verbs.AccessAll, PrivateData: []byte(Name)}
 }
 
 // Prepare posts the client's receives before it may send.
