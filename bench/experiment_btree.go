@@ -88,6 +88,7 @@ type btreeSys struct {
 	pid       int
 	c         treeClient
 	nodeBytes func() (uint64, bool) // the memory node's served bytes (Sherman rows)
+	e         *workload.TreeYCSB    // YCSB-E, kept so that its inserts add new keys at every point
 	pts       map[string]map[int]btreePoint
 }
 
@@ -253,7 +254,14 @@ func (b *btreeRun) measure(ctx context.Context, s *btreeSys, w string, t int) (b
 		}
 		return d
 	}
-	y := workload.TreeYCSB{Workload: w, Records: b.records, Threads: t, Duration: b.point}
+	y := &workload.TreeYCSB{Workload: w, Records: b.records, Threads: t, Duration: b.point}
+	if w == "e" {
+		if s.e == nil {
+			s.e = y
+		}
+		y = s.e
+		y.Threads = t
+	}
 	trips0, bytes0 := s.c.counters()
 	var node0 uint64
 	var nodeOK bool
