@@ -10,7 +10,8 @@
 // scripts/install-peers.sh (as root, on Debian).
 //
 // Servers that benchmarks measure against run the same way: memcached
-// and Redis (StartMemcached, StartRedis), and etcd as a cluster of
+// and Redis (StartMemcached, StartRedis; RedisTree, a btree.Tree on one
+// Redis sorted set, the ordered-index peer), and etcd as a cluster of
 // members on loopback (StartEtcd: three processes, data on tmpfs,
 // --unsafe-no-fsync), with EtcdBlocks, a blockstore.Store on it; and
 // PostgreSQL 15 (StartPostgres: initdb into a temporary directory, run as
