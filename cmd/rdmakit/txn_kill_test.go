@@ -163,8 +163,20 @@ type clientLog struct {
 	// committed or rejected by their own logic.
 	outcomes []opOutcome
 	errs     []string
-	tail     string // the last lines, for failure reports
-	all      string // every line, for failure reports
+	tail     string          // the last lines, for failure reports
+	lines    []txnClientLine // every line, for failure reports (all)
+}
+
+// all renders every line of the client, one per line: a replay
+// failure's report.
+func (g clientLog) all() string {
+	var b strings.Builder
+	for _, l := range g.lines {
+		j, _ := json.Marshal(l)
+		b.Write(j)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 func (c *clientProc) log() clientLog {
@@ -175,10 +187,7 @@ func (c *clientProc) log() clientLog {
 		b, _ := json.Marshal(l)
 		g.tail += string(b) + " "
 	}
-	for _, l := range c.lines {
-		b, _ := json.Marshal(l)
-		g.all += string(b) + "\n"
-	}
+	g.lines = c.lines
 	cur := map[int]*workload.SmallBankOp{} // by goroutine
 	done := map[int]bool{}
 	for _, l := range c.lines {
@@ -447,7 +456,7 @@ func (b *killBed) finish(minCommits int) {
 		first := survivorCustomers + r*victimCustomers
 		if err := checkReplay(bal, first, b.bank.Initial(), g); err != nil {
 			t.Errorf("victim %d (customers %d to %d): %v; its last lines: %s", r, first, first+victimCustomers-1, err, g.tail)
-			t.Logf("victim %d's lines:\n%s", r, g.all)
+			t.Logf("victim %d's lines:\n%s", r, g.all())
 		}
 	}
 
