@@ -23,6 +23,42 @@ import (
 	"github.com/rdmakit/rdmakit/check"
 )
 
+// RandomOp runs the i-th operation of client id on c and records it in
+// h: 50% Get, 40% Put, 10% Delete of one of keys keys from i/8 on (a
+// window that drifts with i, so new keys keep coming while each key sees
+// contention). It returns the operation as h recorded it, or the error
+// of an operation that failed (not recorded).
+func RandomOp(ctx context.Context, c btree.Tree, h *check.KVHistory, r *rand.Rand, id, i, keys int) (porcupine.Operation, error) {
+	key := fmt.Sprintf("key%05d", i/8+r.IntN(keys))
+	var in check.KVInput
+	var out check.KVOutput
+	var err error
+	call := h.Now()
+	switch x := r.IntN(10); {
+	case x < 5:
+		in = check.KVInput{Kind: check.KVGet, Key: key}
+		var v []byte
+		v, err = c.Get(ctx, []byte(key), nil)
+		if errors.Is(err, btree.ErrNotFound) {
+			err = nil
+		} else if err == nil {
+			out = check.KVOutput{Value: string(v), Found: true}
+		}
+	case x < 9:
+		in = check.KVInput{Kind: check.KVPut, Key: key, Value: fmt.Sprintf("%d.%d", id, i)}
+		err = c.Put(ctx, []byte(key), []byte(in.Value))
+	default:
+		in = check.KVInput{Kind: check.KVDelete, Key: key}
+		err = c.Delete(ctx, []byte(key))
+	}
+	ret := h.Now()
+	if err != nil {
+		return porcupine.Operation{}, fmt.Errorf("%v %q: %w", in.Kind, key, err)
+	}
+	h.Add(id, in, out, call, ret, false)
+	return porcupine.Operation{ClientId: id, Input: in, Output: out, Call: call, Return: ret}, nil
+}
+
 // Linearizable runs ops operations spread over tasks goroutines per
 // client of clients (50% Get, 40% Put, 10% Delete on keys keys, each
 // task drifting over the key space) and fails t unless the history is
@@ -41,34 +77,10 @@ func Linearizable(t testing.TB, clients []btree.Tree, tasks, ops, keys int) {
 				defer wg.Done()
 				r := rand.New(rand.NewPCG(uint64(id), 11))
 				for i := range per {
-					key := fmt.Sprintf("key%05d", i/8+r.IntN(keys))
-					var in check.KVInput
-					var out check.KVOutput
-					var err error
-					call := h.Now()
-					switch x := r.IntN(10); {
-					case x < 5:
-						in = check.KVInput{Kind: check.KVGet, Key: key}
-						var v []byte
-						v, err = c.Get(ctx, []byte(key), nil)
-						if errors.Is(err, btree.ErrNotFound) {
-							err = nil
-						} else if err == nil {
-							out = check.KVOutput{Value: string(v), Found: true}
-						}
-					case x < 9:
-						in = check.KVInput{Kind: check.KVPut, Key: key, Value: fmt.Sprintf("%d.%d", id, i)}
-						err = c.Put(ctx, []byte(key), []byte(in.Value))
-					default:
-						in = check.KVInput{Kind: check.KVDelete, Key: key}
-						err = c.Delete(ctx, []byte(key))
-					}
-					ret := h.Now()
-					if err != nil {
-						t.Errorf("task %d: %v %q: %v", id, in.Kind, key, err)
+					if _, err := RandomOp(ctx, c, h, r, id, i, keys); err != nil {
+						t.Errorf("task %d: %v", id, err)
 						return
 					}
-					h.Add(id, in, out, call, ret, false)
 				}
 			}()
 		}

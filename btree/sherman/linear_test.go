@@ -2,8 +2,6 @@ package sherman_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -12,7 +10,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
-	"github.com/rdmakit/rdmakit/btree"
+	"github.com/rdmakit/rdmakit/btree/btreetest"
 	"github.com/rdmakit/rdmakit/btree/sherman"
 	"github.com/rdmakit/rdmakit/check"
 )
@@ -43,36 +41,13 @@ func runLinear(t *testing.T, b *bed, procs, tasks, ops, keys int, cfg sherman.Co
 				defer wg.Done()
 				r := rand.New(rand.NewPCG(uint64(id), 7))
 				for i := range per {
-					key := fmt.Sprintf("key%05d", i/8+r.IntN(keys))
-					var in check.KVInput
-					var out check.KVOutput
-					call := h.Now()
-					var err error
-					switch x := r.IntN(10); {
-					case x < 5:
-						in = check.KVInput{Kind: check.KVGet, Key: key}
-						var v []byte
-						v, err = c.Get(ctx, []byte(key), nil)
-						if errors.Is(err, btree.ErrNotFound) {
-							err = nil
-						} else if err == nil {
-							out = check.KVOutput{Value: string(v), Found: true}
-						}
-					case x < 9:
-						in = check.KVInput{Kind: check.KVPut, Key: key, Value: fmt.Sprintf("%d.%d", id, i)}
-						err = c.Put(ctx, []byte(key), []byte(in.Value))
-					default:
-						in = check.KVInput{Kind: check.KVDelete, Key: key}
-						err = c.Delete(ctx, []byte(key))
-					}
-					ret := h.Now()
+					op, err := btreetest.RandomOp(ctx, c, h, r, id, i, keys)
 					if err != nil {
-						t.Errorf("client %d: %v %q: %v", id, in.Kind, key, err)
+						t.Errorf("client %d: %v", id, err)
 						return
 					}
-					h.Add(id, in, out, call, ret, false)
 					mu.Lock()
-					all = append(all, porcupine.Operation{ClientId: id, Input: in, Output: out, Call: call, Return: ret})
+					all = append(all, op)
 					mu.Unlock()
 				}
 			}()
