@@ -61,30 +61,14 @@ func TestSmartChecked(t *testing.T) {
 			t.Run("SmallBank", func(t *testing.T) {
 				b := newBed(t, 3, smallLayout)
 				b.smart = &cfg
-				db := b.db()
-				c2 := b.config()
-				c2.BackupReads = true
-				db2 := b.dbWith(c2)
-				ctx := tctx(t)
-				sb := &workload.SmallBank{Accounts: 200, HotAccounts: 10}
-				h := check.NewHistory()
-				if err := sb.Load(ctx, db, workload.TxnLoad{Trace: h.Add}); err != nil {
-					t.Fatal(err)
-				}
-				runs := runChecked(t, ctx, sb, h.Add, db, db2)
-				if err := h.Check(); err != nil {
-					t.Fatalf("%d transactions: %v", h.Len(), err)
-				}
-				if err := sb.CheckMoney(ctx, db, runs...); err != nil {
-					t.Fatal(err)
-				}
+				db, db2, n := checkedSmallBank(t, b)
 				for _, d := range []*ford.DB{db, db2} {
 					if st := d.Stats(); st.MaxCommitRounds > 3 || st.ReadWrite == 0 {
 						t.Fatalf("%d read-write commits, at most %d round trips each: want some, ≤ 3", st.ReadWrite, st.MaxCommitRounds)
 					}
 				}
 				checkTechniques(t, db, cfg)
-				t.Logf("%d transactions checked; client 1 %+v; workers %+v", h.Len(), db.Stats(), db.SmartStats())
+				t.Logf("%d transactions checked; client 1 %+v; workers %+v", n, db.Stats(), db.SmartStats())
 			})
 			t.Run("YCSBT", func(t *testing.T) {
 				b := newBed(t, 3, smallLayout)
