@@ -1,8 +1,12 @@
 package peers
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdmakit/rdmakit/btree"
 	"github.com/rdmakit/rdmakit/btree/btreetest"
@@ -78,5 +82,46 @@ func TestRedisTreeErrors(t *testing.T) {
 	tr.Close()
 	if err := tr.Put(ctx, []byte("k"), nil); !errors.Is(err, btree.ErrClosed) {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// TestRedisTreeServerKilled: Redis SIGKILLed under four busy clients:
+// every operation fails within seconds (none hangs), and Close returns.
+func TestRedisTreeServerKilled(t *testing.T) {
+	tr, srv := startRedisTree(t, 4)
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() {
+			for n := 0; ; n++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				err := tr.Put(ctx, []byte(fmt.Sprint(i, n%64)), []byte("v"))
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := syscall.Kill(srv.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		select {
+		case err := <-errs:
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("an operation waited out its 30 s context: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("an operation still waits 10 s after Redis was killed")
+		}
+	}
+	done := make(chan struct{})
+	go func() { tr.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs after Redis was killed")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rdmakit/rdmakit/btree"
 	"github.com/rdmakit/rdmakit/btree/btreetest"
@@ -113,5 +114,80 @@ func TestNotAnRPCTree(t *testing.T) {
 			c.Close()
 		}
 		t.Fatalf("dialing a memory node: %v", err)
+	}
+}
+
+// TestCancelAndServerGone: an operation whose context is cancelled
+// returns its context's error at once and leaves the client usable; a
+// server that goes away under four busy clients ends their operations by
+// the callers' deadlines (3 s each) at the latest — none hangs past it —
+// and Close returns. (A call whose request reached the server before it
+// went away learns of it only from its context: package rpc's client
+// has no liveness probe of the server yet.)
+func TestCancelAndServerGone(t *testing.T) {
+	fabric := fmt.Sprintf("rpctree-%d", fabrics.Add(1))
+	srv, err := memnode.Start(context.Background(), memnode.Config{Device: "loop://" + fabric + "/srv", CM: "127.0.0.1:0",
+		Token: "t", NewService: rpctree.NewService, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	var clients []*rpctree.Client
+	for i := range 4 {
+		c, err := rpctree.Dial(context.Background(), rpctree.DialConfig{Device: fmt.Sprintf("loop://%s/c%d", fabric, i),
+			Node: srv.Info().CM, Token: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := clients[0].Put(ctx, []byte("k"), []byte("v")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Put with a cancelled context: %v, want context.Canceled", err)
+	}
+	if err := clients[0].Put(context.Background(), []byte("k"), []byte("v")); err != nil {
+		t.Fatalf("Put after a cancelled one: %v", err)
+	}
+	errs := make(chan error, len(clients))
+	for i, c := range clients {
+		go func() {
+			for n := 0; ; n++ {
+				octx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				err := c.Put(octx, []byte(fmt.Sprint(i, n%64)), []byte("v"))
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	t0 := time.Now()
+	srv.Close()
+	for range clients {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, btree.ErrUnreachable) && !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("after the server went away: %v, want ErrUnreachable or the deadline", err)
+			}
+		case <-time.After(8 * time.Second):
+			t.Fatal("an operation still waits 8 s after the server went away, past its 3 s deadline")
+		}
+	}
+	t.Logf("every client failed within %v of the server's end", time.Since(t0).Round(time.Millisecond))
+	done := make(chan struct{})
+	go func() {
+		for _, c := range clients {
+			c.Close()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close hangs after the server went away")
 	}
 }
