@@ -135,6 +135,7 @@ type btreeClientFlags struct {
 	keySize, valueSize   int
 	token                tokenFlags
 	timeout              time.Duration
+	smart                btreeSmartFlags
 }
 
 func (f *btreeClientFlags) add(cmd *cobra.Command) {
@@ -146,6 +147,7 @@ func (f *btreeClientFlags) add(cmd *cobra.Command) {
 	fl.IntVar(&f.valueSize, "value-size", 16, "sherman: the layout's longest value (every client of a node the same)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "bound on connecting (and on the whole command, but for bench)")
 	f.token.add(fl, "the node's auth token")
+	f.smart.add(fl)
 }
 
 // btreeClient is a dialed tree and its round-trip counter.
@@ -158,6 +160,10 @@ type btreeClient struct {
 // in flight.
 func (f *btreeClientFlags) dial(ctx context.Context, slots int) (btreeClient, error) {
 	if err := checkBTreeDesign(f.design); err != nil {
+		return btreeClient{}, err
+	}
+	sc, err := f.smart.config(f.design, slots)
+	if err != nil {
 		return btreeClient{}, err
 	}
 	tok, err := f.token.value()
@@ -176,7 +182,7 @@ func (f *btreeClientFlags) dial(ctx context.Context, slots int) (btreeClient, er
 		return btreeClient{Tree: c, trips: func() uint64 { return c.Stats().RoundTrips }}, nil
 	}
 	c, err := sherman.Dial(ctx, sherman.DialConfig{Device: device, Nodes: []string{f.node}, Token: tok,
-		Config: sherman.Config{Slots: slots, Layout: sherman.Layout{KeySize: f.keySize, ValueSize: f.valueSize}}})
+		Config: sherman.Config{Slots: slots, Layout: sherman.Layout{KeySize: f.keySize, ValueSize: f.valueSize}, Smart: sc}})
 	if err != nil {
 		return btreeClient{}, err
 	}
@@ -306,9 +312,12 @@ func newBTreeBenchCmd() *cobra.Command {
 FNV-64(n), big-endian) and --value-byte values, from --tasks goroutines that
 share one client: a (50% reads, 50% updates), b (95/5), c (reads) or e (95%
 scans of 1 to 100 keys, 5% inserts), zipfian 0.99 by default. --load inserts
---records records first; without it the node must hold them already.`,
+--records records first; without it the node must hold them already. --smart
+runs a Sherman client on Smart's runtime (Smart-BT with all): --tasks spread
+over --workers workers, each with its own QP and CQ.`,
 		Example: `  rdmakit btree bench --node 127.0.0.1:7480 --workload c --load --records 100000 --tasks 8
-  rdmakit btree bench --design rpc --node 127.0.0.1:7480 --workload e --records 100000 --tasks 32`,
+  rdmakit btree bench --design rpc --node 127.0.0.1:7480 --workload e --records 100000 --tasks 32
+  rdmakit btree bench --node 127.0.0.1:7480 --workload b --records 100000 --tasks 32 --smart all`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
@@ -322,8 +331,12 @@ scans of 1 to 100 keys, 5% inserts), zipfian 0.99 by default. --load inserts
 				return err
 			}
 			defer c.Close()
+			what := f.design
+			if sc, _ := f.smart.config(f.design, y.Threads); sc != nil {
+				what = fmt.Sprintf("sherman on Smart (%v; %d workers × %d tasks)", sc.Techniques, sc.Workers, sc.Tasks)
+			}
 			return runTreeBench(ctx, cmd.OutOrStdout(), c, &y, load,
-				fmt.Sprintf("%s YCSB-%s (%s), %d tasks", f.design, y.Workload, y.Distribution, y.Threads))
+				fmt.Sprintf("%s YCSB-%s (%s), %d tasks", what, y.Workload, y.Distribution, y.Threads))
 		},
 	}
 	f.add(cmd)

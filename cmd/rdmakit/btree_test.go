@@ -88,6 +88,32 @@ func TestBTreeCommands(t *testing.T) {
 	}
 }
 
+// TestBTreeSmart: a Smart-BT client (--smart) and a Sherman+ one work
+// on the same node as a plain Sherman client: one's writes are the
+// other's reads, and bench reports Smart's configuration.
+func TestBTreeSmart(t *testing.T) {
+	node := startBTreeServe(t, "--design", "sherman", "--mem", "8MiB")
+	cl := func(args ...string) (int, string, string) { return rdmakit(append(args, "--node", node)...) }
+	if c, _, e := cl("btree", "put", "apple", "red", "--smart", "all"); c != 0 {
+		t.Fatalf("smart put: %d %s", c, e)
+	}
+	if c, out, e := cl("btree", "get", "apple"); c != 0 || out != "red\n" {
+		t.Fatalf("plain get after a smart put: %d %q %s", c, out, e)
+	}
+	if c, _, e := cl("btree", "put", "apple", "green"); c != 0 {
+		t.Fatalf("plain put: %d %s", c, e)
+	}
+	for _, tech := range []string{"all", "none", "spec", "throttling,backoff,coroutine"} {
+		if c, out, e := cl("btree", "get", "apple", "--smart", tech, "--workers", "2"); c != 0 || out != "green\n" {
+			t.Fatalf("get --smart %s: %d %q %s", tech, c, out, e)
+		}
+	}
+	c, out, e := cl("btree", "bench", "--workload", "b", "--load", "--records", "2000", "--tasks", "6", "--duration", "200ms", "--smart", "all", "--workers", "2")
+	if c != 0 || !strings.Contains(out, "sherman on Smart (throttling+backoff+coroutine-throttle+spec-lookup; 2 workers × 3 tasks) YCSB-b") || !strings.Contains(out, "errors       0") {
+		t.Fatalf("smart bench: %d %s %s", c, out, e)
+	}
+}
+
 // TestBTreeFlagErrors: bad flags are refused before anything connects.
 func TestBTreeFlagErrors(t *testing.T) {
 	for _, c := range []struct {
@@ -99,6 +125,11 @@ func TestBTreeFlagErrors(t *testing.T) {
 		{[]string{"btree", "serve", "--mem", "lots"}, "--mem"},
 		{[]string{"btree", "scan", "--limit", "-1"}, "--limit -1"},
 		{[]string{"btree", "bench", "--tasks", "0"}, "--tasks 0"},
+		{[]string{"btree", "get", "k", "--smart", "warp"}, `--smart "warp": want all, none or a comma list of backoff, coroutine, spec, throttling`},
+		{[]string{"btree", "get", "k", "--smart", "all", "--design", "rpc"}, "--smart is for --design sherman"},
+		{[]string{"btree", "get", "k", "--workers", "2"}, "--workers and --wr-limit need --smart"},
+		{[]string{"btree", "bench", "--smart", "spec", "--wr-limit", "8"}, "--wr-limit 8 needs throttling"},
+		{[]string{"btree", "bench", "--smart", "all", "--workers", "-1"}, "--workers -1"},
 	} {
 		code, _, e := rdmakit(c.args...)
 		if code != 1 || !strings.Contains(e, c.want) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -49,21 +48,7 @@ var smartTechniqueNames = map[string]ford.Technique{
 // parseTechniques parses --techniques: all (also empty), none, or a comma
 // list of throttling, backoff and coroutine.
 func parseTechniques(s string) (ford.Technique, error) {
-	switch s = strings.TrimSpace(s); s {
-	case "", "all":
-		return ford.AllTechniques, nil
-	case "none":
-		return 0, nil
-	}
-	var t ford.Technique
-	for _, w := range strings.Split(s, ",") {
-		one, ok := smartTechniqueNames[strings.TrimSpace(w)]
-		if !ok {
-			return 0, fmt.Errorf("%w: --techniques %q: want all, none or a comma list of throttling, backoff, coroutine", errTxnFlag, s)
-		}
-		t |= one
-	}
-	return t, nil
+	return parseTechniqueList("--techniques", s, ford.AllTechniques, smartTechniqueNames, errTxnFlag)
 }
 
 // config is the ford.SmartConfig the flags ask for.
