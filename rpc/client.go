@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -39,7 +40,19 @@ type ClientConfig struct {
 	// flight; so does any error completion of the client's own requests.
 	// Nil: the client makes a router of its own (Client.Router).
 	Router *verbs.Router
+	// Probe is how long calls may wait with no completion at all before
+	// the client checks that the server's end of the connection is still
+	// there: a zero-length READ of the server QP's scratch area, which a
+	// live responder always answers and a gone one (its QP destroyed, its
+	// process dead) fails. A failed probe fails the connection, and with
+	// it every call in flight, instead of leaving each to its caller's
+	// deadline. A slow handler is not a dead server: its QP answers the
+	// probe. Default DefaultProbe; negative turns probing off.
+	Probe time.Duration
 }
+
+// DefaultProbe is ClientConfig.Probe's default.
+const DefaultProbe = 500 * time.Millisecond
 
 func (c *ClientConfig) defaults() {
 	if c.MaxMessage <= 0 {
@@ -53,6 +66,9 @@ func (c *ClientConfig) defaults() {
 	}
 	if c.Poll == (verbs.PollPolicy{}) {
 		c.Poll = verbs.PollAdaptive
+	}
+	if c.Probe == 0 {
+		c.Probe = DefaultProbe
 	}
 }
 
@@ -84,6 +100,9 @@ type Client struct {
 	err     error
 	errOnce sync.Once
 	sent    atomic.Uint64 // SENDs posted: every 16th is signaled, to free send-queue slots
+	seen    atomic.Uint64 // completions of the client's own requests and receives
+	probing atomic.Bool   // a liveness probe is posted and not completed
+	watched chan struct{} // closed when watch has returned
 	life    sync.RWMutex  // calls hold it shared while they use the buffers; Close exclusively
 
 	// Requests are posted by combining: concurrent callers' SENDs go
@@ -146,6 +165,12 @@ func NewClient(pd verbs.PD, qp verbs.QP, cq verbs.CQ, cfg ClientConfig) (*Client
 	var ctx context.Context
 	ctx, c.cancel = context.WithCancel(context.Background())
 	go c.poll(ctx)
+	c.watched = make(chan struct{})
+	if cfg.Probe > 0 {
+		go c.watch(ctx)
+	} else {
+		close(c.watched)
+	}
 	if cfg.Herd {
 		if err := c.openHerd(); err != nil {
 			c.Close()
@@ -212,7 +237,7 @@ func (c *Client) Call(ctx context.Context, method uint16, req, resp []byte) (int
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-c.done:
-		return 0, ErrClosed
+		return 0, c.closedErr()
 	}
 	n, size := c.cfg.Slots, c.cfg.MaxMessage
 	c.mu.Lock()
@@ -259,8 +284,17 @@ func (c *Client) Call(ctx context.Context, method uint16, req, resp []byte) (int
 		c.mu.Unlock()
 		return 0, ctx.Err()
 	case <-c.done:
-		return 0, ErrClosed
+		return 0, c.closedErr()
 	}
+}
+
+// closedErr is a call's error once the poller has stopped: ErrClosed,
+// with the connection's error when it failed rather than was closed.
+func (c *Client) closedErr() error {
+	if err := c.Err(); err != nil && !c.closed.Load() && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return ErrClosed
 }
 
 // submitHerd posts the request in slot's send buffer (length ln) as a
@@ -303,7 +337,11 @@ func (c *Client) submit(wrs ...verbs.SendWR) { c.comb.Submit(wrs...) }
 func (c *Client) failBatch(batch []verbs.SendWR, err error) {
 	c.mu.Lock()
 	for i := range batch {
-		cl := &c.calls[batch[i].ID&verbs.LowMask]
+		j := int(batch[i].ID & verbs.LowMask)
+		if j >= len(c.calls) {
+			continue // the liveness probe
+		}
+		cl := &c.calls[j]
 		cl.err = err
 		select {
 		case cl.done <- struct{}{}:
@@ -364,10 +402,18 @@ func (c *Client) fail(err error) {
 // complete handles a completion of the client's own requests (its
 // router handler); an error fails the connection.
 func (c *Client) complete(w *verbs.WC) error {
+	c.seen.Add(1)
 	if w.Status != verbs.StatusSuccess {
+		if w.ID&verbs.LowMask == probeID {
+			return fmt.Errorf("rpc: client connection: the server's end is gone (liveness probe: %w)", w.Status.Err())
+		}
 		return fmt.Errorf("rpc: client connection: %v: %w", w.Opcode, w.Status.Err())
 	}
 	j := int(w.ID & verbs.LowMask)
+	if w.ID&verbs.LowMask == probeID {
+		c.probing.Store(false)
+		return nil
+	}
 	if w.Opcode != verbs.WCRecv || j >= len(c.recvs) {
 		return nil // a signaled request's completion: its slots are free
 	}
@@ -433,6 +479,7 @@ func (c *Client) Close() error {
 	}
 	c.cancel()
 	<-c.done
+	<-c.watched // no probe is posted after Close
 	c.router.Unregister(c.tag)
 	c.life.Lock() // no call uses the buffers any more
 	defer c.life.Unlock()
