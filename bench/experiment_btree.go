@@ -182,18 +182,9 @@ func runBTreeYCSB(ctx context.Context, env *Env) (*Result, error) {
 	if env.Quick {
 		records = 10_000
 	}
-	var cfgs []btreeConfig
-	var names []string
-	for _, c := range btreeConfigs {
-		names = append(names, c.name)
-		if env.Keeps(c.name, "") {
-			cfgs = append(cfgs, c)
-		}
-	}
-	names = append(names, btreeRedis)
-	redis := env.Keeps(btreeRedis, "")
-	if len(cfgs) == 0 && !redis {
-		return nil, fmt.Errorf("%w: --only %s names none of btree-ycsb's systems (%s)", ErrNoSystem, strings.Join(env.Only, ","), strings.Join(names, ", "))
+	cfgs, redis, err := btreeSelect(env)
+	if err != nil {
+		return nil, err
 	}
 	point := env.PointDuration(2*time.Second, 200*time.Millisecond)
 	b := &btreeRun{env: env, records: records, point: point, warm: point / 4,
@@ -213,26 +204,8 @@ func runBTreeYCSB(ctx context.Context, env *Env) (*Result, error) {
 	steps := 2 + rows*(1+len(btreeWorkloads)*len(btreeTasks))
 	bar := env.Progress(steps, time.Duration(steps)*b.point, "btree-ycsb")
 	defer bar.Finish()
-	nodes := map[string]*btreeNode{}
-	servers := map[string]*Server{}
-	for _, cfg := range cfgs {
-		if _, ok := nodes[cfg.design]; !ok {
-			n, srv, err := b.startNode(ctx, cfg.design)
-			if errors.Is(err, ErrNoCommand) {
-				b.skipped = append(b.skipped, "the "+cfg.design+" design's rows: none (the experiment runs `rdmakit btree serve`: run it through the rdmakit command).")
-			} else if err != nil {
-				return nil, err
-			}
-			nodes[cfg.design], servers[cfg.design] = n, srv
-			bar.Add(1)
-		}
-		if nodes[cfg.design] == nil {
-			continue
-		}
-		dial, srv := cfg.dial, servers[cfg.design]
-		b.sys = append(b.sys, &btreeSys{name: cfg.name, node: nodes[cfg.design], perTasks: cfg.perTasks,
-			dial:    func(ctx context.Context, tasks int) (treeClient, error) { return dial(ctx, srv, tasks) },
-			clients: map[int]treeClient{}, pts: map[string]map[int]btreePoint{}})
+	if err := b.addRows(ctx, cfgs, bar); err != nil {
+		return nil, err
 	}
 	if redis {
 		if err := b.addRedis(ctx); err != nil {
@@ -268,6 +241,53 @@ func runBTreeYCSB(ctx context.Context, env *Env) (*Result, error) {
 	b.notes()
 	b.r.Meta.Transport = "tcp"
 	return b.r, nil
+}
+
+// btreeSelect returns the rdmakit rows env's Only keeps and whether it
+// keeps Redis's (all without Only), or ErrNoSystem naming the choices
+// when it keeps none.
+func btreeSelect(env *Env) (cfgs []btreeConfig, redis bool, err error) {
+	var names []string
+	for _, c := range btreeConfigs {
+		names = append(names, c.name)
+		if env.Keeps(c.name, "") {
+			cfgs = append(cfgs, c)
+		}
+	}
+	names = append(names, btreeRedis)
+	redis = env.Keeps(btreeRedis, "")
+	if len(cfgs) == 0 && !redis {
+		return nil, false, fmt.Errorf("%w: --only %s names none of btree-ycsb's systems (%s)", ErrNoSystem, strings.Join(env.Only, ","), strings.Join(names, ", "))
+	}
+	return cfgs, redis, nil
+}
+
+// addRows starts the node of each design that cfgs use (once; a design
+// without the rdmakit command has no rows, the reason in the notes) and
+// adds the rows of cfgs on them.
+func (b *btreeRun) addRows(ctx context.Context, cfgs []btreeConfig, bar *Progress) error {
+	nodes := map[string]*btreeNode{}
+	servers := map[string]*Server{}
+	for _, cfg := range cfgs {
+		if _, ok := nodes[cfg.design]; !ok {
+			n, srv, err := b.startNode(ctx, cfg.design)
+			if errors.Is(err, ErrNoCommand) {
+				b.skipped = append(b.skipped, "the "+cfg.design+" design's rows: none (the experiment runs `rdmakit btree serve`: run it through the rdmakit command).")
+			} else if err != nil {
+				return err
+			}
+			nodes[cfg.design], servers[cfg.design] = n, srv
+			bar.Add(1)
+		}
+		if nodes[cfg.design] == nil {
+			continue
+		}
+		dial, srv := cfg.dial, servers[cfg.design]
+		b.sys = append(b.sys, &btreeSys{name: cfg.name, node: nodes[cfg.design], perTasks: cfg.perTasks,
+			dial:    func(ctx context.Context, tasks int) (treeClient, error) { return dial(ctx, srv, tasks) },
+			clients: map[int]treeClient{}, pts: map[string]map[int]btreePoint{}})
+	}
+	return nil
 }
 
 // startNode starts `rdmakit btree serve --design design` as a process.
@@ -433,9 +453,9 @@ func (b *btreeRun) find(name string) *btreeSys {
 	return nil
 }
 
-// ratio is s's rate over o's at workload w and t tasks; NaN when either
+// over is s's rate over o's at workload w and t tasks; NaN when either
 // has no rows.
-func ratio(s, o *btreeSys, w string, t int) float64 {
+func (s *btreeSys) over(o *btreeSys, w string, t int) float64 {
 	if s == nil || o == nil {
 		return math.NaN()
 	}
@@ -455,7 +475,7 @@ func (b *btreeRun) rows() {
 			for _, s := range b.sys {
 				p := s.pts[w][t]
 				b.r.AddRow(s.name, w, t, p.res.Rate()/1e6, us(p.res.P50), us(p.res.P99),
-					num(p.trips), num(p.bytes), num(p.server), num(ratio(s, sherman, w, t)), num(ratio(s, redis, w, t)), num(ratio(s, rpc, w, t)))
+					num(p.trips), num(p.bytes), num(p.server), num(s.over(sherman, w, t)), num(s.over(redis, w, t)), num(s.over(rpc, w, t)))
 			}
 		}
 	}
@@ -464,7 +484,7 @@ func (b *btreeRun) rows() {
 // ratioText is "N.NN× NAME", or "" when either has no rows or they
 // are one.
 func ratioText(s, o *btreeSys, w string, t int) string {
-	r := ratio(s, o, w, t)
+	r := s.over(o, w, t)
 	if math.IsNaN(r) || s == o {
 		return ""
 	}
