@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/png"
 	"os"
@@ -411,5 +412,28 @@ func TestQuickKVPeersWithoutCommand(t *testing.T) {
 		if !systems[want.row] {
 			t.Errorf("no %s row: %v", want.row, systems)
 		}
+	}
+}
+
+// TestBTreeYCSBOnly: --only names btree-ycsb's rows (case aside); a
+// selection without Redis starts no Redis (no Redis row even where it
+// is installed), the rdmakit rows without Options.Command are left out
+// with the reason, and a selection of none is ErrNoSystem.
+func TestBTreeYCSBOnly(t *testing.T) {
+	ctx := context.Background()
+	r, _, err := Run(ctx, "btree-ycsb", Options{Quick: true, Duration: 20 * time.Millisecond, Only: []string{"smart-bt", "Sherman"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rows) != 0 {
+		t.Fatalf("rows without the rdmakit command or Redis: %v", r.Rows)
+	}
+	notes := strings.Join(r.Notes, "\n")
+	if !strings.Contains(notes, "sherman design's rows: none") || strings.Contains(notes, "rpc design") || strings.Contains(notes, "Redis: no rows") {
+		t.Errorf("notes:\n%s", notes)
+	}
+	_, _, err = Run(ctx, "btree-ycsb", Options{Quick: true, Only: []string{"Sherman++"}})
+	if !errors.Is(err, ErrNoSystem) || !strings.Contains(err.Error(), "spec-lookup") {
+		t.Fatalf("--only Sherman++: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -88,6 +89,10 @@ func (e *Env) Keeps(name, transport string) bool {
 	}
 	return false
 }
+
+// ErrNoSystem is returned by an experiment whose Options.Only names
+// none of its systems.
+var ErrNoSystem = errors.New("bench: no system selected")
 
 // PointDuration is how long to measure each data point: Options.Duration
 // if set, else quick with Quick, else full.

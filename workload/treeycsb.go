@@ -25,10 +25,14 @@ import (
 // records with go-ycsb's scrambled zipfian (0.99) or uniformly; E's
 // scans start at a chosen record's key and ask for 1 to ScanLength keys
 // (uniform, YCSB's maxscanlength), its inserts add new records after
-// the loaded ones.
+// the loaded ones. Workload "scan" is not YCSB's: every operation is a
+// scan of exactly ScanLength keys from a chosen record's key (fewer only
+// where the key space ends), nothing written — fixed-length scans to
+// compare indexes on.
 type TreeYCSB struct {
 	// Workload is the letter: a (50% reads, 50% updates), b (95/5), c
-	// (reads only) or e (95% scans, 5% inserts).
+	// (reads only) or e (95% scans, 5% inserts); or "scan" (scans of
+	// ScanLength keys only).
 	Workload string
 	// Distribution is "zipfian" (0.99) or "uniform" (default zipfian).
 	Distribution string
@@ -36,7 +40,8 @@ type TreeYCSB struct {
 	Records int64
 	// ValueSize is each value's bytes (default 8).
 	ValueSize int
-	// ScanLength is the longest scan of workload e (default 100).
+	// ScanLength is the longest scan of workload e, every scan's length
+	// in workload scan (default 100).
 	ScanLength int
 	// Threads is the goroutines issuing operations; thread i uses
 	// Trees[i % len(Trees)].
@@ -75,8 +80,8 @@ func (y *TreeYCSB) check() error {
 		y.ScanLength = 100
 	}
 	switch {
-	case !slices.Contains([]string{"a", "b", "c", "e"}, strings.ToLower(y.Workload)):
-		return fmt.Errorf("workload: ordered-index YCSB workload %q (want a, b, c or e)", y.Workload)
+	case !slices.Contains([]string{"a", "b", "c", "e", "scan"}, strings.ToLower(y.Workload)):
+		return fmt.Errorf("workload: ordered-index YCSB workload %q (want a, b, c, e or scan)", y.Workload)
 	case y.Distribution != "uniform" && y.Distribution != "zipfian":
 		return fmt.Errorf("workload: distribution %q (want uniform or zipfian)", y.Distribution)
 	case y.Records <= 0 || y.ValueSize < 0 || y.ValueSize > btree.MaxValue || y.ScanLength < 1:
@@ -136,6 +141,15 @@ func (c *chooser) next() int64 {
 	return c.r.Int63n(c.n)
 }
 
+// scan reads up to limit keys of tr from key from on.
+func scan(ctx context.Context, tr btree.Tree, from []byte, limit int) error {
+	it := tr.Scan(ctx, from, nil, limit)
+	defer it.Close()
+	for it.Next() {
+	}
+	return it.Err()
+}
+
 // Run runs the workload from y.Threads goroutines for y.Duration and
 // measures every operation (a scan, with all its keys, is one).
 func (y *TreeYCSB) Run(ctx context.Context, trees []btree.Tree) (Result, error) {
@@ -151,7 +165,7 @@ func (y *TreeYCSB) Run(ctx context.Context, trees []btree.Tree) (Result, error) 
 	if y.Duration <= 0 {
 		y.Duration = 2 * time.Second
 	}
-	reads := map[string]int{"a": 50, "b": 95, "c": 100, "e": 0}[y.Workload]
+	reads := map[string]int{"a": 50, "b": 95, "c": 100}[y.Workload]
 	var ops, nerr atomic.Int64
 	var mu sync.Mutex
 	var lat []time.Duration
@@ -179,12 +193,10 @@ func (y *TreeYCSB) Run(ctx context.Context, trees []btree.Tree) (Result, error) 
 				t0 := time.Now()
 				var err error
 				switch {
+				case y.Workload == "scan":
+					err = scan(ctx, tr, TreeKey(k[:0], c.next()), y.ScanLength)
 				case y.Workload == "e" && x < 95:
-					it := tr.Scan(ctx, TreeKey(k[:0], c.next()), nil, 1+c.r.Intn(y.ScanLength))
-					for it.Next() {
-					}
-					err = it.Err()
-					it.Close()
+					err = scan(ctx, tr, TreeKey(k[:0], c.next()), 1+c.r.Intn(y.ScanLength))
 				case y.Workload == "e":
 					rec := y.Records + y.inserted.Add(1) - 1
 					treeValue(v, rec, 0)

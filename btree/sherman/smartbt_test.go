@@ -50,10 +50,10 @@ func TestSmartLinearizableTwoNodes(t *testing.T) {
 	runLinear(t, b, 2, 4, 8000, 48, smartCfg(sherman.AllTechniques), nil)
 }
 
-// TestSmartScanOracle: scans against the oracle while Smart-BT writers
-// split leaves.
+// TestSmartScanOracle: scans against the oracle while writers split
+// leaves, on Smart-BT, Sherman+ and each technique alone.
 func TestSmartScanOracle(t *testing.T) {
-	for _, tech := range []sherman.Technique{sherman.AllTechniques, 0} {
+	for _, tech := range smartConfigs {
 		t.Run(tech.String(), func(t *testing.T) { scanOracle(t, smartCfg(tech)) })
 	}
 }
