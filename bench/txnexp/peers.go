@@ -152,10 +152,10 @@ func (u *peerRun) alone(ctx context.Context, env *bench.Env, s system, bar *benc
 	if rs != nil {
 		defer u.release(rs)
 	}
+	bar.Add(1)
 	if err != nil || rs == nil {
 		return err
 	}
-	bar.Add(1)
 	for range u.rounds {
 		for _, wl := range peerWorkloads {
 			for _, c := range peerClients {
