@@ -14,6 +14,13 @@
 //     (mean after execution, the most: its bound is 3) and its rate
 //     against FaRM's.
 //
+// Each experiment measures one system at a time (alone.go): a system's
+// servers start and its workloads load before its points, and it is
+// stopped, its client closed and its histories dropped (the heap
+// collected) before the next system starts, so no idle system's
+// processes or garbage share the cores with the one measured; txn-smart
+// does the same per transport, its series sharing a transport's nodes.
+//
 // A system is a name and a start function (system.go). rdmakit's
 // protocols run as three `rdmakit txn serve` memory nodes, each its own
 // process started by bench.StartServer on a tcp device that parks when

@@ -7,11 +7,41 @@ import (
 	"time"
 )
 
-// running is a started system and its samples, by point.
+// running is a started system and its samples, by point. Its samples
+// and the few figures the notes need outlive its deployment: stop ends
+// the servers and drops the client.
 type running struct {
-	sys     system
-	dep     *deployment
-	samples map[string][]sample
+	sys system
+	// dep is nil once the system is stopped.
+	dep       *deployment
+	transport string
+	samples   map[string][]sample
+	// pg is whether the system is PostgreSQL.
+	pg bool
+	// countsCommits is whether the client counted its commits' round
+	// trips (deployment.commitTrips: FORD); mostCommitRounds is the most
+	// one commit took, read when the system stopped.
+	countsCommits    bool
+	mostCommitRounds uint64
+}
+
+// newRunning records s, started as dep.
+func newRunning(s system, dep *deployment) *running {
+	return &running{sys: s, dep: dep, transport: dep.transport, samples: map[string][]sample{},
+		pg: dep.pg != nil, countsCommits: dep.commitTrips != nil}
+}
+
+// stop reads the figures the notes need from the client, stops the
+// system and drops its deployment; it does nothing the second time.
+func (rs *running) stop() {
+	if rs.dep == nil {
+		return
+	}
+	if rs.dep.commitTrips != nil {
+		_, _, rs.mostCommitRounds = rs.dep.commitTrips()
+	}
+	rs.dep.stop()
+	rs.dep = nil
 }
 
 // stat is the medians of a system's samples at one point.
@@ -101,11 +131,4 @@ func failures(name, point string, st stat) string {
 	}
 	return fmt.Sprintf("%s, %s: %d transactions of unknown outcome and %d failed (first: %v); not counted in rate or latency.",
 		name, point, st.unknown, st.failed, st.firstErr)
-}
-
-// stopAll stops every running system.
-func stopAll(rs []*running) {
-	for _, r := range rs {
-		r.dep.stop()
-	}
 }

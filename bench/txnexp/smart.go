@@ -168,120 +168,142 @@ type smartSample struct {
 
 // smartRun is the state of one txn-smart run.
 type smartRun struct {
-	sb      *workload.SmallBank
-	tatp    *workload.TATP
-	targets []*smartTarget
-	hists   map[*smartTarget]map[string]*check.History
-	runs    map[*smartTarget][]*workload.TxnResult // SmallBank's, for the money
-	samples map[string][]smartSample               // by smartKey
+	sb        *workload.SmallBank
+	tatp      *workload.TATP
+	rounds    int
+	tasks     []int
+	pointTime time.Duration
+	// transports are the targets' measured so far, in order.
+	transports []string
+	// hists (by workload) and runs (SmallBank's, for the money) are the
+	// target being measured's: dropped when it stops.
+	hists   map[string]*check.History
+	runs    []*workload.TxnResult
+	samples map[string][]smartSample // by smartKey
+	// money names the transports whose SmallBank money held.
+	money   []string
+	skipped []string
 }
 
 func smartKey(transport, variant, wl string, tasks int) string {
 	return transport + "/" + variant + "/" + wl + "/" + strconv.Itoa(tasks)
 }
 
-// runSmart runs txn-smart on the targets.
-func runSmart(ctx context.Context, env *bench.Env, starts []smartTargetFunc) (*bench.Result, error) {
-	pointTime := env.PointDuration(2*time.Second, 200*time.Millisecond)
+// newSmartRun sizes a txn-smart run for env.
+func newSmartRun(env *bench.Env) *smartRun {
 	u := &smartRun{sb: &workload.SmallBank{Accounts: fullAccounts}, tatp: &workload.TATP{Subscribers: fullSubscribers},
-		hists: map[*smartTarget]map[string]*check.History{}, runs: map[*smartTarget][]*workload.TxnResult{}, samples: map[string][]smartSample{}}
-	rounds, tasks := fullRounds, smartTasks
+		rounds: fullRounds, tasks: smartTasks, pointTime: env.PointDuration(2*time.Second, 200*time.Millisecond),
+		samples: map[string][]smartSample{}}
 	if env.Quick {
 		u.sb = &workload.SmallBank{Accounts: quickAccounts, HotAccounts: quickAccounts / 25}
 		u.tatp = &workload.TATP{Subscribers: quickSubscribers}
-		rounds, tasks = 1, quickSmartTasks
+		u.rounds, u.tasks = 1, quickSmartTasks
 	}
-	defer func() {
-		for _, t := range u.targets {
-			t.stop()
-		}
-	}()
-	steps := len(starts) * (1 + rounds*len(smartWorkloads)*len(tasks)*len(smartVariants))
-	bar := env.Progress(steps, time.Duration(steps)*pointTime, "txn-smart")
+	return u
+}
+
+// runSmart runs txn-smart on the targets, one after the other, each
+// alone.
+func runSmart(ctx context.Context, env *bench.Env, starts []smartTargetFunc) (*bench.Result, error) {
+	u := newSmartRun(env)
+	steps := len(starts) * (1 + u.rounds*len(smartWorkloads)*len(u.tasks)*len(smartVariants))
+	bar := env.Progress(steps, time.Duration(steps)*u.pointTime, "txn-smart")
 	defer bar.Finish()
-	var skipped []string
-	for _, start := range starts {
-		tg, err := start(ctx, env, dbSize{records: 3*u.sb.NumAccounts() + 10*u.tatp.NumSubscribers(), valueSize: valueSize})
-		if skippable(err) {
-			skipped = append(skipped, fmt.Sprintf("FORD's nodes: no rows (%v).", err))
-			env.Log.Warn("txn-smart: transport left out", "err", err)
-			continue
+	for i, start := range starts {
+		if i > 0 {
+			settle()
 		}
-		if err != nil {
+		if err := u.alone(ctx, env, start, bar); err != nil {
 			return nil, err
 		}
-		u.targets = append(u.targets, tg)
-		sbh, th := check.NewHistory(), check.NewHistory()
-		u.hists[tg] = map[string]*check.History{"SmallBank": sbh, "TATP": th}
-		if err := u.sb.Load(ctx, tg.loader, workload.TxnLoad{Threads: loaders, Trace: sbh.Add}); err != nil {
-			return nil, fmt.Errorf("FORD over %s: loading SmallBank: %w", tg.transport, err)
-		}
-		if err := u.tatp.Load(ctx, tg.loader, workload.TxnLoad{Threads: loaders, Trace: th.Add}); err != nil {
-			return nil, fmt.Errorf("FORD over %s: loading TATP: %w", tg.transport, err)
-		}
-		bar.Add(1)
 	}
-	for range rounds {
+	r := &bench.Result{Name: "txn-smart", Title: "Smart-DTX against FORD: throughput and median latency against transactions per worker (Smart Fig. 15)", Columns: smartColumns}
+	notes := u.rows(r)
+	if len(r.Rows) > 0 {
 		for _, wl := range smartWorkloads {
-			for _, n := range tasks {
-				for _, tg := range u.targets {
-					for _, v := range smartVariants {
-						if err := u.point(ctx, tg, v, wl, n, pointTime); err != nil {
-							return nil, fmt.Errorf("%s over %s, %s, %d tasks per worker: %w", v.name, tg.transport, wl, n, err)
-						}
-						bar.Add(1)
+			for _, tr := range u.transports {
+				where := map[string]string{"workload": wl, "transport": tr}
+				r.Plots = append(r.Plots,
+					bench.Plot{Title: wl + " over " + tr + ": committed throughput", X: "tasks", Y: "rate", Series: []string{"system"}, Where: where, LogX: true},
+					bench.Plot{Title: wl + " over " + tr + ": median latency", X: "tasks", Y: "p50", Series: []string{"system"}, Where: where, LogX: true})
+			}
+		}
+	}
+	r.Notes = append(append(u.skipped, notes...), u.notes()...)
+	r.Meta.Transport = strings.Join(u.transports, ", ") + "; nodes on devices with spin=0s"
+	return r, nil
+}
+
+// alone measures the target start brings up with no other target
+// running: it loads both workloads, runs every round, workload, task
+// count and series on it (each point's history checked after it),
+// checks the money, and stops it, its histories dropped. A target that
+// cannot run here is noted and left out.
+func (u *smartRun) alone(ctx context.Context, env *bench.Env, start smartTargetFunc, bar *bench.Progress) error {
+	tg, err := start(ctx, env, dbSize{records: 3*u.sb.NumAccounts() + 10*u.tatp.NumSubscribers(), valueSize: valueSize})
+	if skippable(err) {
+		u.skipped = append(u.skipped, fmt.Sprintf("FORD's nodes: no rows (%v).", err))
+		env.Log.Warn("txn-smart: transport left out", "err", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer u.release(tg)
+	u.transports = append(u.transports, tg.transport)
+	sbh, th := check.NewHistory(), check.NewHistory()
+	u.hists = map[string]*check.History{"SmallBank": sbh, "TATP": th}
+	if err := u.sb.Load(ctx, tg.loader, workload.TxnLoad{Threads: loaders, Trace: sbh.Add}); err != nil {
+		return fmt.Errorf("FORD over %s: loading SmallBank: %w", tg.transport, err)
+	}
+	if err := u.tatp.Load(ctx, tg.loader, workload.TxnLoad{Threads: loaders, Trace: th.Add}); err != nil {
+		return fmt.Errorf("FORD over %s: loading TATP: %w", tg.transport, err)
+	}
+	bar.Add(1)
+	for range u.rounds {
+		for _, wl := range smartWorkloads {
+			for _, n := range u.tasks {
+				for _, v := range smartVariants {
+					if err := u.point(ctx, tg, v, wl, n); err != nil {
+						return fmt.Errorf("%s over %s, %s, %d tasks per worker: %w", v.name, tg.transport, wl, n, err)
 					}
+					bar.Add(1)
 				}
 			}
 		}
 	}
-	var money []string
-	for _, tg := range u.targets {
-		if err := u.sb.CheckMoney(ctx, tg.loader, u.runs[tg]...); err != nil {
-			return nil, fmt.Errorf("FORD over %s: SmallBank's money: %w", tg.transport, err)
-		}
-		money = append(money, tg.transport)
+	if err := u.sb.CheckMoney(ctx, tg.loader, u.runs...); err != nil {
+		return fmt.Errorf("FORD over %s: SmallBank's money: %w", tg.transport, err)
 	}
-	r := &bench.Result{Name: "txn-smart", Title: "Smart-DTX against FORD: throughput and median latency against transactions per worker (Smart Fig. 15)", Columns: smartColumns}
-	notes := u.rows(r, tasks)
-	if len(r.Rows) > 0 {
-		for _, wl := range smartWorkloads {
-			for _, tg := range u.targets {
-				where := map[string]string{"workload": wl, "transport": tg.transport}
-				r.Plots = append(r.Plots,
-					bench.Plot{Title: wl + " over " + tg.transport + ": committed throughput", X: "tasks", Y: "rate", Series: []string{"system"}, Where: where, LogX: true},
-					bench.Plot{Title: wl + " over " + tg.transport + ": median latency", X: "tasks", Y: "p50", Series: []string{"system"}, Where: where, LogX: true})
-			}
-		}
-	}
-	r.Notes = append(append(skipped, notes...), u.notes(tasks, pointTime, rounds, money)...)
-	var ts []string
-	for _, tg := range u.targets {
-		ts = append(ts, tg.transport)
-	}
-	r.Meta.Transport = strings.Join(ts, ", ") + "; nodes on devices with spin=0s"
-	return r, nil
+	u.money = append(u.money, tg.transport)
+	return nil
+}
+
+// release stops tg and drops its histories and runs.
+func (u *smartRun) release(tg *smartTarget) {
+	tg.stop()
+	u.hists, u.runs = nil, nil
 }
 
 // point measures series v over tg with n tasks per worker on wl: a new
 // client, its history checked after.
-func (u *smartRun) point(ctx context.Context, tg *smartTarget, v smartVariant, wl string, n int, d time.Duration) error {
+func (u *smartRun) point(ctx context.Context, tg *smartTarget, v smartVariant, wl string, n int) error {
 	c, err := tg.open(ctx, v, smartWorkers, n)
 	if err != nil {
 		return err
 	}
 	defer c.dep.stop()
-	h := u.hists[tg][wl]
+	h := u.hists[wl]
 	run := onDB(c.dep.db, u.sb, h)
 	if wl == "TATP" {
 		run = onDB(c.dep.db, u.tatp, h)
 	}
-	sm, err := measure(ctx, c.dep, run, h, smartWorkers*n, d)
+	sm, err := measure(ctx, c.dep, run, h, smartWorkers*n, u.pointTime)
 	if err != nil {
 		return err
 	}
 	if wl == "SmallBank" {
-		u.runs[tg] = append(u.runs[tg], sm.res)
+		u.runs = append(u.runs, sm.res)
 	}
 	s := smartSample{sample: sm, retryRate: nan, nMax: nan, limit: nan}
 	if c.stats != nil {
@@ -305,20 +327,20 @@ func (u *smartRun) point(ctx context.Context, tg *smartTarget, v smartVariant, w
 }
 
 // rows adds the table's rows and returns the notes on failures.
-func (u *smartRun) rows(r *bench.Result, tasks []int) []string {
+func (u *smartRun) rows(r *bench.Result) []string {
 	var notes []string
 	for _, wl := range smartWorkloads {
-		for _, tg := range u.targets {
-			for _, n := range tasks {
-				ref := u.stat(tg.transport, fordName, wl, n)
+		for _, tr := range u.transports {
+			for _, n := range u.tasks {
+				ref := u.stat(tr, fordName, wl, n)
 				for _, v := range smartVariants {
-					ss := u.samples[smartKey(tg.transport, v.name, wl, n)]
-					st := u.stat(tg.transport, v.name, wl, n)
-					r.AddRow(v.name, tg.transport, wl, smartWorkers, n, smartWorkers*n, st.rate, num(st.spread), st.p50, st.p99,
+					ss := u.samples[smartKey(tr, v.name, wl, n)]
+					st := u.stat(tr, v.name, wl, n)
+					r.AddRow(v.name, tr, wl, smartWorkers, n, smartWorkers*n, st.rate, num(st.spread), st.p50, st.p99,
 						num(st.aborts), num(st.trips), num(commitTrips(ss)), num(medianOf(ss, func(s smartSample) float64 { return s.retryRate })),
 						num(medianOf(ss, func(s smartSample) float64 { return s.nMax })), num(medianOf(ss, func(s smartSample) float64 { return s.limit })),
 						checkedCell(st.checked), ratio(st.rate, ref.rate), ratio(st.p50, ref.p50))
-					if f := failures(v.name+" over "+tg.transport, fmt.Sprintf("%s at %d tasks per worker", wl, n), st); f != "" {
+					if f := failures(v.name+" over "+tr, fmt.Sprintf("%s at %d tasks per worker", wl, n), st); f != "" {
 						notes = append(notes, f)
 					}
 				}
@@ -368,34 +390,35 @@ func medianOf(ss []smartSample, f func(smartSample) float64) float64 {
 
 // notes explain the table and compare Smart-DTX with FORD at the most
 // tasks per worker.
-func (u *smartRun) notes(tasks []int, pointTime time.Duration, rounds int, money []string) []string {
+func (u *smartRun) notes() []string {
 	notes := []string{
 		fmt.Sprintf("Each transport's database is %d `rdmakit txn serve --protocol ford` memory nodes, each its own process, every shard on a primary and one backup; SmallBank (%d customers, %d hot) and TATP (%d subscribers) loaded once by a plain FORD client. "+
 			"Each point dials a new client of its series with %d workers and the row's tasks (transactions) per worker, runs workers × tasks client goroutines (plain FORD too, on its one QP per node) for %v, %d round(s), and closes it; figures are the medians of the rounds, spread (max−min)/median of the rate.",
-			nodes, u.sb.NumAccounts(), u.sb.NumHot(), u.tatp.NumSubscribers(), smartWorkers, pointTime, rounds),
+			nodes, u.sb.NumAccounts(), u.sb.NumHot(), u.tatp.NumSubscribers(), smartWorkers, u.pointTime, u.rounds),
+		aloneNote + " Within a transport the series share its nodes and loaded data, each point with a client of its own.",
 		"Series: FORD is txn/ford as it is (one QP per node shared by every transaction); FORD+ runs it on Smart's runtime with no technique (per-worker QPs and CQs, the workers' tasks: ford.SmartConfig{}); Smart-DTX turns every technique on (ford.AllTechniques); " +
 			"throttling (work-request credits, the limit tuned by Smart's epochs), backoff (a lock CAS that meets a live owner retried after a truncated exponential backoff) and coroutine throttle (n_max, the tasks a worker runs at once, cut while the lock retry rate is high) are each alone.",
 		"rate counts committed transactions; p50 and p99 time them from the first attempt to the commit, retries and backoff included; aborts is aborted attempts per committed transaction; trips is every round (a set of post lists posted at once and waited for) of all attempts per committed transaction; commit_trips is the rounds of read-write commits after execution (validate, log, write-and-unlock: FORD's bound is 3).",
 		"retry_rate, n_max and limit are the workers' means at the end of the point (smart.Stats; limit only with throttling on): the lock retry rate of the last evaluation, the tasks a worker may run at once, and its outstanding work requests allowed. rate_vs_ford and p50_vs_ford are against FORD's row of the same point.",
 		"checked is the transactions of the workload's history check.Serializable found serializable after the point: every client of the transport adds to one history, loading included; a cycle fails the run.",
 	}
-	if len(money) > 0 {
-		notes = append(notes, "SmallBank's money (the initial balances plus committed deposits minus withdrawals, over every series' runs) held at the end over: "+strings.Join(money, ", ")+".")
+	if len(u.money) > 0 {
+		notes = append(notes, "SmallBank's money (the initial balances plus committed deposits minus withdrawals, over every series' runs) held at the end over: "+strings.Join(u.money, ", ")+".")
 	}
-	top := slices.Max(tasks)
-	for _, tg := range u.targets {
+	top := slices.Max(u.tasks)
+	for _, tr := range u.transports {
 		var parts []string
 		for _, wl := range smartWorkloads {
-			f, s := u.stat(tg.transport, fordName, wl, top), u.stat(tg.transport, smartDTXName, wl, top)
+			f, s := u.stat(tr, fordName, wl, top), u.stat(tr, smartDTXName, wl, top)
 			if f.rate > 0 && f.p50 > 0 {
 				parts = append(parts, fmt.Sprintf("%s: rate %.2f× FORD's, p50 %.2f× FORD's", wl, s.rate/f.rate, s.p50/f.p50))
 			}
 		}
 		var ss []smartSample
-		for _, n := range tasks {
-			ss = append(ss, u.samples[smartKey(tg.transport, fordName, "SmallBank", n)]...)
+		for _, n := range u.tasks {
+			ss = append(ss, u.samples[smartKey(tr, fordName, "SmallBank", n)]...)
 		}
-		n := fmt.Sprintf("Smart-DTX against FORD over %s at %d tasks per worker (%d client goroutines), same run: %s.", tg.transport, top, smartWorkers*top, strings.Join(parts, "; "))
+		n := fmt.Sprintf("Smart-DTX against FORD over %s at %d tasks per worker (%d client goroutines), same run: %s.", tr, top, smartWorkers*top, strings.Join(parts, "; "))
 		if ct := commitTrips(ss); !math.IsNaN(ct) {
 			n += fmt.Sprintf(" FORD's read-write SmallBank commits took %.2f round trips on average after execution (every task count; the bound is 3).", ct)
 		}

@@ -71,42 +71,23 @@ func runYCSBT(ctx context.Context, env *bench.Env, systems []system) (*bench.Res
 	}
 	var sys []*running
 	var skipped []string
-	hists := map[*running]*check.History{}
-	defer func() { stopAll(sys) }()
 	steps := len(systems) * (1 + rounds*len(zs))
 	bar := env.Progress(steps, time.Duration(steps)*pointTime, "txn-ycsbt")
 	defer bar.Finish()
-	for _, s := range systems {
-		dep, err := s.start(ctx, env, dbSize{records: int(keys), valueSize: valueSize})
-		if skippable(err) {
+	for i, s := range systems {
+		if i > 0 {
+			settle()
+		}
+		rs, err := ycsbtAlone(ctx, env, s, keys, zs, rounds, pointTime, bar)
+		if rs != nil {
+			sys = append(sys, rs)
+		} else if skippable(err) {
 			skipped = append(skipped, fmt.Sprintf("%s: no rows (%v).", s.name, err))
 			env.Log.Warn("txn-ycsbt: system left out", "system", s.name, "err", err)
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
-		}
-		rs := &running{sys: s, dep: dep, samples: map[string][]sample{}}
-		sys = append(sys, rs)
-		h := check.NewHistory()
-		hists[rs] = h
-		w := &workload.YCSBT{Keys: keys}
-		if err := dep.load(ctx, h, w.Load); err != nil {
-			return nil, fmt.Errorf("%s: loading %d keys: %w", s.name, keys, err)
-		}
-		bar.Add(1)
-	}
-	for range rounds {
-		for _, z := range zs {
-			for _, rs := range sys {
-				w := &workload.YCSBT{Keys: keys, Zipf: z}
-				sm, err := measure(ctx, rs.dep, onDB(rs.dep.db, w, hists[rs]), hists[rs], ycsbtClients, pointTime)
-				if err != nil {
-					return nil, fmt.Errorf("%s, YCSB-T zipf %v: %w", rs.sys.name, z, err)
-				}
-				rs.samples[zipfLabel(z)] = append(rs.samples[zipfLabel(z)], sm)
-				bar.Add(1)
-			}
+			return nil, err
 		}
 	}
 	r := &bench.Result{Name: "txn-ycsbt", Title: "PRISM-TX and FORD vs FaRM on YCSB-T against zipf skew (3 memory nodes over tcp)", Columns: ycsbtColumns}
@@ -120,7 +101,7 @@ func runYCSBT(ctx context.Context, env *bench.Env, systems []system) (*bench.Res
 				fs := medians(ref.samples[zipfLabel(z)])
 				rateVs, p50Vs = ratio(st.rate, fs.rate), ratio(st.p50, fs.p50)
 			}
-			r.AddRow(rs.sys.name, rs.dep.transport, z, ycsbtClients, st.rate, num(st.spread), st.p50, st.p99,
+			r.AddRow(rs.sys.name, rs.transport, z, ycsbtClients, st.rate, num(st.spread), st.p50, st.p99,
 				num(st.aborts), num(st.trips), num(st.nodeCPU), checkedCell(st.checked), rateVs, p50Vs)
 			if n := failures(rs.sys.name, "zipf "+zipfLabel(z), st); n != "" {
 				notes = append(notes, n)
@@ -136,6 +117,40 @@ func runYCSBT(ctx context.Context, env *bench.Env, systems []system) (*bench.Res
 	r.Notes = append(append(skipped, notes...), ycsbtNotes(sys, zs, keys, pointTime, rounds)...)
 	r.Meta.Transport = "tcp (loopback), nodes on devices with spin=0s"
 	return r, nil
+}
+
+// ycsbtAlone measures s with no other system running: it starts s,
+// loads keys, runs every round and skew on it (each point's history
+// checked after it) and stops it, the history dropped. It returns s's
+// samples once s started (with the error that ended its points, if
+// one did), or no samples and start's error.
+func ycsbtAlone(ctx context.Context, env *bench.Env, s system, keys int64, zs []float64, rounds int, pointTime time.Duration, bar *bench.Progress) (*running, error) {
+	dep, err := s.start(ctx, env, dbSize{records: int(keys), valueSize: valueSize})
+	if skippable(err) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.name, err)
+	}
+	rs := newRunning(s, dep)
+	defer rs.stop()
+	h := check.NewHistory()
+	if err := dep.load(ctx, h, (&workload.YCSBT{Keys: keys}).Load); err != nil {
+		return rs, fmt.Errorf("%s: loading %d keys: %w", s.name, keys, err)
+	}
+	bar.Add(1)
+	for range rounds {
+		for _, z := range zs {
+			w := &workload.YCSBT{Keys: keys, Zipf: z}
+			sm, err := measure(ctx, dep, onDB(dep.db, w, h), h, ycsbtClients, pointTime)
+			if err != nil {
+				return rs, fmt.Errorf("%s, YCSB-T zipf %v: %w", s.name, z, err)
+			}
+			rs.samples[zipfLabel(z)] = append(rs.samples[zipfLabel(z)], sm)
+			bar.Add(1)
+		}
+	}
+	return rs, nil
 }
 
 func zipfLabel(z float64) string { return strconv.FormatFloat(z, 'g', -1, 64) }
@@ -154,6 +169,7 @@ func findRunning(sys []*running, name string) *running {
 func ycsbtNotes(sys []*running, zs []float64, keys int64, pointTime time.Duration, rounds int) []string {
 	notes := []string{
 		fmt.Sprintf("Each protocol's database is %d `rdmakit txn serve` memory nodes, each its own process on this machine, reached over tcp on loopback by one client (a txn.DB shared by the %d client goroutines) in the experiment's process. "+
+			aloneNote+" "+
 			"YCSB-T as Meerkat and PRISM run it: every transaction reads 1 to 4 distinct keys of %d and writes each back incremented (56-byte values), keys drawn by zipf with the constant of the row. "+
 			"Each point runs %v, %d round(s); every figure is the median of the rounds and spread is (max−min)/median of the rate.",
 			nodes, ycsbtClients, keys, pointTime, rounds),
@@ -172,5 +188,5 @@ func ycsbtNotes(sys []*running, zs []float64, keys int64, pointTime time.Duratio
 		}
 		notes = append(notes, "PRISM-TX against FaRM, same run: "+strings.Join(parts, "; ")+".")
 	}
-	return append(notes, "The machine's cores are shared by every node and the client: the figures are what this box gives, for comparing the protocols in one run, not absolute speeds.")
+	return append(notes, "The machine's cores are shared by the measured protocol's nodes and its client: the figures are what this box gives, for comparing the protocols in one run, not absolute speeds.")
 }
