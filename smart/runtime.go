@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,6 +206,9 @@ func (r *Runtime) Close() {
 		w.mu.Lock()
 		w.closed = true
 		w.room.Broadcast()
+		for ; w.withheld > 0; w.withheld-- { // the withheld slots go to Enter
+			<-w.slots
+		}
 		w.mu.Unlock()
 	}
 	r.tasks.Range(func(_, v any) bool {
@@ -234,9 +236,27 @@ type Worker struct {
 	closed    bool
 	completed uint64
 	running   int
+	withheld  int              // slots the task throttle holds (n_max below its largest)
 	idle      []*Task          // ended tasks, for Enter to reuse
 	gather    []verbs.Combiner // per node, with Gather
+	rtt       atomic.Int64     // the moving mean of its rounds' round trips (ns)
 }
+
+// roundTrip folds the round trip of one of the worker's lists or rounds
+// into its moving mean (weight 1/8). Concurrent tasks may lose an update
+// of each other's: the mean stays a mean.
+func (w *Worker) roundTrip(d time.Duration) {
+	old := w.rtt.Load()
+	if old == 0 {
+		w.rtt.Store(int64(d))
+		return
+	}
+	w.rtt.Store(old + (int64(d)-old)/8)
+}
+
+// RoundTrip returns the moving mean of the worker's round trips (a list
+// posted to its completion, credit waits included); 0 before the first.
+func (w *Worker) RoundTrip() time.Duration { return time.Duration(w.rtt.Load()) }
 
 // ID is the worker's index.
 func (w *Worker) ID() int { return w.id }
@@ -246,6 +266,7 @@ type Stats struct {
 	Limit       int           // current work-request limit (C_max of throttling)
 	Credits     int           // credits left
 	Completed   uint64        // work requests completed
+	BackoffC0   time.Duration // current backoff base (C0)
 	BackoffCMax time.Duration // current backoff maximum
 	RetryRate   float64       // retry rate at the last evaluation
 	Tasks       int           // n_max
@@ -256,7 +277,7 @@ func (w *Worker) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return Stats{Limit: w.throttle.Limit(), Credits: w.throttle.Credits(), Completed: w.completed,
-		BackoffCMax: w.backoff.CMax(), RetryRate: w.backoff.RetryRate(), Tasks: w.backoff.Tasks()}
+		BackoffC0: w.backoff.C0(), BackoffCMax: w.backoff.CMax(), RetryRate: w.backoff.RetryRate(), Tasks: w.backoff.Tasks()}
 }
 
 // Go runs f as a task of the worker, once fewer than n_max of its tasks
@@ -276,46 +297,49 @@ func (w *Worker) Go(ctx context.Context, f func(t *Task) error) error {
 // Leave. Tasks are reused: Enter allocates only when the worker has no
 // idle one.
 func (w *Worker) Enter(ctx context.Context) (*Task, error) {
+	// A running task holds a slot; so does every slot the task throttle
+	// withholds (Leave keeps the slot of a leaving task while n_max says
+	// fewer tasks may run): the wait for a slot parks, no polling.
 	select {
 	case w.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	for {
-		w.mu.Lock()
-		n := w.backoff.Tasks()
-		if w.running < n || w.closed {
-			w.running++
-			var t *Task
-			if k := len(w.idle); k > 0 {
-				t, w.idle = w.idle[k-1], w.idle[:k-1]
-			}
-			w.mu.Unlock()
-			if t == nil {
-				t = &Task{w: w, done: make(chan verbs.WC, 1), wake: make(chan struct{}, 1)}
-				t.id = w.rt.nextID.Add(1)
-				w.rt.tasks.Store(t.id, t)
-			} else {
-				select { // a flushed request's completion after a failed list
-				case <-t.done:
-				default:
-				}
-				select { // a wake-up a settled round left
-				case <-t.wake:
-				default:
-				}
-			}
-			t.ctx = ctx
-			return t, nil
+	w.mu.Lock()
+	w.running++
+	var t *Task
+	if k := len(w.idle); k > 0 {
+		t, w.idle = w.idle[k-1], w.idle[:k-1]
+	}
+	w.mu.Unlock()
+	if t == nil {
+		t = &Task{w: w, done: make(chan verbs.WC, 1), wake: make(chan struct{}, 1)}
+		t.id = w.rt.nextID.Add(1)
+		w.rt.tasks.Store(t.id, t)
+	} else {
+		select { // a flushed request's completion after a failed list
+		case <-t.done:
+		default:
 		}
-		w.mu.Unlock()
-		// Task throttling: wait for a running task to end.
-		runtime.Gosched()
+		select { // a wake-up a settled round left
+		case <-t.wake:
+		default:
+		}
+	}
+	t.ctx = ctx
+	return t, nil
+}
+
+// resize withholds or gives back slots after n_max changed: shrinking
+// takes effect as running tasks leave (Leave withholds their slots),
+// growing at once. The caller holds w.mu.
+func (w *Worker) resize() {
+	for w.withheld > 0 && w.withheld > cap(w.slots)-w.backoff.Tasks() {
 		select {
-		case <-ctx.Done():
-			<-w.slots
-			return nil, ctx.Err()
-		case <-time.After(10 * time.Microsecond):
+		case <-w.slots:
+			w.withheld--
+		default:
+			return
 		}
 	}
 }
@@ -333,6 +357,11 @@ func (t *Task) Leave() {
 		w.idle = append(w.idle, t)
 	} else {
 		w.rt.tasks.Delete(t.id) // never completed (the runtime closed): retire it
+	}
+	if !w.closed && w.withheld < cap(w.slots)-w.backoff.Tasks() {
+		w.withheld++ // the task throttle keeps the slot
+		w.mu.Unlock()
+		return
 	}
 	w.mu.Unlock()
 	<-w.slots
@@ -460,7 +489,10 @@ func (r *Runtime) tickAll(now time.Time) {
 				w.room.Broadcast()
 			}
 		}
-		w.backoff.Tick(now)
+		w.backoff.Rebase(w.RoundTrip())
+		if w.backoff.Tick(now) {
+			w.resize()
+		}
 		w.mu.Unlock()
 	}
 }

@@ -260,7 +260,7 @@ func (t *Tx) finish() {
 	t.db.cmu.Lock()
 	delete(t.db.open, t)
 	t.db.cmu.Unlock()
-	t.db.iss.end(t.c)
+	t.db.iss.end(t.c, t.committed)
 	t.db.putCoord(t.c)
 }
 
