@@ -233,6 +233,7 @@ type Worker struct {
 
 	mu        sync.Mutex // throttle, backoff, counters
 	room      *sync.Cond // credits returned
+	waiting   int        // tasks waiting on room
 	closed    bool
 	completed uint64
 	running   int
@@ -376,11 +377,26 @@ func (w *Worker) acquire(ctx context.Context, n int) error {
 			return verbs.ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
+			w.credited() // the wake-up this task may have taken
 			return err
 		}
+		w.waiting++
 		w.room.Wait()
+		w.waiting--
+	}
+	if w.waiting > 0 && w.throttle.Credits() > 0 {
+		w.room.Signal() // credits left: the next waiter may fit
 	}
 	return nil
+}
+
+// credited wakes a task waiting for credits after some came back (one:
+// it passes the wake-up on if credits are left, so a completion does
+// not wake every waiter). The caller holds w.mu.
+func (w *Worker) credited() {
+	if w.waiting > 0 {
+		w.room.Signal()
+	}
 }
 
 // post puts a list on node's QP through the worker's submission path.
@@ -471,7 +487,7 @@ func (r *Runtime) dispatch(wc *verbs.WC) {
 		w.mu.Lock()
 		w.throttle.Release(size)
 		w.completed += uint64(size)
-		w.room.Broadcast()
+		w.credited()
 		w.mu.Unlock()
 	}
 	if v, ok := r.tasks.Load(task); ok {

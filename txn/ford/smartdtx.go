@@ -109,7 +109,7 @@ func (c SmartConfig) withDefaults() SmartConfig {
 // per candidate limit (smart.TunerConfig.MinCompletions) unless
 // SmartConfig.Tuner says otherwise: a worker completes a few hundred
 // requests in Smart's Δ of 8 ms here, too few to compare limits by.
-const tunerSamples = 1000
+const tunerSamples = 300
 
 // smartDefaults fills in Config.Smart's defaults (on a copy) and makes
 // room for every worker's tasks: MaxTx at least Workers × Tasks unless

@@ -27,7 +27,8 @@ var benchLayout = ford.Layout{Buckets: 16384, ValueSize: 64, Coordinators: 64, L
 // transport, and on tcp (loopback sockets) — with GOMAXPROCS workers ×
 // tasks goroutines, on FORD (one QP per node shared by every
 // transaction), FORD+ (Smart-DTX with no technique: per-worker QPs and
-// CQs) and Smart-DTX (every technique), at several tasks per worker. It
+// CQs), Smart-DTX (every technique) and each technique alone, at
+// several tasks per worker. It
 // reports transactions per second, the median latency and the aborts
 // per commit.
 func BenchmarkSmartDTX(b *testing.B) {
@@ -41,6 +42,9 @@ func BenchmarkSmartDTX(b *testing.B) {
 				{"FORD", nil},
 				{"FORD+", &ford.SmartConfig{Workers: workers, Tasks: tasks}},
 				{"Smart-DTX", &ford.SmartConfig{Workers: workers, Tasks: tasks, Techniques: ford.AllTechniques}},
+				{"throttling", &ford.SmartConfig{Workers: workers, Tasks: tasks, Techniques: ford.Throttling}},
+				{"backoff", &ford.SmartConfig{Workers: workers, Tasks: tasks, Techniques: ford.Backoff}},
+				{"coroutine-throttle", &ford.SmartConfig{Workers: workers, Tasks: tasks, Techniques: ford.CoroutineThrottle}},
 			} {
 				b.Run(fmt.Sprintf("%s/%s/tasks=%d", transport, sys.name, tasks), func(b *testing.B) {
 					benchSmallBank(b, transport, sys.smart, workers*tasks)
@@ -119,7 +123,8 @@ func benchSmallBank(b *testing.B, transport string, sc *ford.SmartConfig, g int)
 // benchRun runs b.N transactions (one call of tx each; a rejection is
 // the workload's business, not an error) from g goroutines and reports
 // transactions per second, the median latency, the aborts per commit
-// (lock conflicts and failed validations), the round trips per commit
+// (lock conflicts and failed validations), the round trips per commit,
+// the workers' mean limit, n_max and backoff base (Smart-DTX)
 // and the process's CPU time per transaction (the memory nodes' too when
 // they run in the process): on a shared machine the CPU a transaction
 // costs is steadier than the rate.
@@ -154,6 +159,17 @@ func benchRun(b *testing.B, db *ford.DB, g int, tx func(r *rand.Rand) error) {
 		b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
 	}
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/txn")
+	if ws := db.SmartStats(); len(ws) > 0 {
+		var limit, tasks, c0 float64
+		for _, w := range ws {
+			limit += float64(w.Limit) / float64(len(ws))
+			tasks += float64(w.Tasks) / float64(len(ws))
+			c0 += float64(w.BackoffC0.Microseconds()) / float64(len(ws))
+		}
+		b.ReportMetric(limit, "limit")
+		b.ReportMetric(tasks, "n_max")
+		b.ReportMetric(c0, "C0-µs")
+	}
 	commits := float64(st.Commits - before.Commits)
 	b.ReportMetric(float64(st.LockAborts-before.LockAborts)/commits, "lock-aborts/commit")
 	b.ReportMetric(float64(st.ValidationAborts-before.ValidationAborts)/commits, "valid-aborts/commit")
