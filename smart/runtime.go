@@ -101,7 +101,7 @@ type Runtime struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	tasks   sync.Map // task id → *Task
+	tasks   taskTable
 	nextID  atomic.Uint32
 	router  *verbs.Router
 	tag     verbs.Tag // the tasks' wr_ids carry it
@@ -211,10 +211,9 @@ func (r *Runtime) Close() {
 		}
 		w.mu.Unlock()
 	}
-	r.tasks.Range(func(_, v any) bool {
-		v.(*Task).finish(verbs.WC{Status: verbs.StatusWRFlushErr})
-		return true
-	})
+	for _, t := range r.tasks.all() {
+		t.finish(verbs.WC{Status: verbs.StatusWRFlushErr})
+	}
 }
 
 // Worker owns a CQ, a QP per remote node (shared per the Sharing mode),
@@ -316,7 +315,7 @@ func (w *Worker) Enter(ctx context.Context) (*Task, error) {
 	if t == nil {
 		t = &Task{w: w, done: make(chan verbs.WC, 1), wake: make(chan struct{}, 1)}
 		t.id = w.rt.nextID.Add(1)
-		w.rt.tasks.Store(t.id, t)
+		w.rt.tasks.store(t)
 	} else {
 		select { // a flushed request's completion after a failed list
 		case <-t.done:
@@ -357,7 +356,7 @@ func (t *Task) Leave() {
 	if t.pending == 0 && t.owed.Load() == 0 {
 		w.idle = append(w.idle, t)
 	} else {
-		w.rt.tasks.Delete(t.id) // never completed (the runtime closed): retire it
+		w.rt.tasks.remove(t.id) // never completed (the runtime closed): retire it
 	}
 	if !w.closed && w.withheld < cap(w.slots)-w.backoff.Tasks() {
 		w.withheld++ // the task throttle keeps the slot
@@ -490,8 +489,8 @@ func (r *Runtime) dispatch(wc *verbs.WC) {
 		w.credited()
 		w.mu.Unlock()
 	}
-	if v, ok := r.tasks.Load(task); ok {
-		v.(*Task).finish(*wc)
+	if t := r.tasks.load(task); t != nil {
+		t.finish(*wc)
 	}
 }
 

@@ -36,10 +36,11 @@ type issuer interface {
 	begin(ctx context.Context, c *coord) error
 	end(c *coord, committed bool)
 	// conflict is called when a lock round found a record locked by a
-	// live owner, for the k-th time (from 1) in this transaction: true
-	// runs the lock round again (after the issuer's backoff), false
-	// aborts the transaction (LockConflict). FORD aborts at once;
-	// Smart-DTX backs off (smart.Task.Backoff) and retries.
+	// live owner, for the k-th time (from 1) in this transaction, and a
+	// wait may pay (Tx.waitable): true runs the lock round again (after
+	// the issuer's backoff), false aborts the transaction
+	// (LockConflict). FORD aborts at once; Smart-DTX backs off
+	// (smart.Task.Backoff) and retries.
 	conflict(c *coord, k int) bool
 }
 

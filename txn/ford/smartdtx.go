@@ -29,8 +29,13 @@ const (
 	Throttling Technique = 1 << iota
 	// Backoff is conflict-avoiding backoff: a lock CAS that finds the
 	// record locked by a live transaction is retried after a truncated
-	// exponential backoff with a dynamic limit (smart.Task.Backoff),
-	// up to MaxRetries times, instead of aborting at once.
+	// exponential backoff with a dynamic limit (smart.Task.Backoff; its
+	// base one measured round trip), up to MaxRetries times, instead of
+	// aborting at once — where the wait can pay: the transaction has
+	// not read the record (a read one has most likely changed by the
+	// time the owner lets go, and its validation would fail) and holds
+	// no other lock (no hold-and-wait). Otherwise it aborts as FORD does
+	// and the abort counts toward the retry rate.
 	Backoff
 	// CoroutineThrottle is task throttling: the number of transactions a
 	// worker runs at once (n_max, at most SmartConfig.Tasks) shrinks when
