@@ -198,6 +198,6 @@ func (w *Worker) Post(ctx context.Context, l List) error {
 func (w *Worker) refund(n int) {
 	w.mu.Lock()
 	w.throttle.Release(n)
-	w.credited()
+	w.grant()
 	w.mu.Unlock()
 }

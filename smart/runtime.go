@@ -150,7 +150,6 @@ func New(ctx context.Context, c Config) (*Runtime, error) {
 		if c.Throttle && c.Limit <= 0 {
 			w.tuner = NewTuner(c.Tuner)
 		}
-		w.room = sync.NewCond(&w.mu)
 		w.slots = make(chan struct{}, c.Backoff.Tasks)
 		r.workers = append(r.workers, w)
 	}
@@ -205,7 +204,7 @@ func (r *Runtime) Close() {
 	for _, w := range r.workers {
 		w.mu.Lock()
 		w.closed = true
-		w.room.Broadcast()
+		w.failWaiters()
 		for ; w.withheld > 0; w.withheld-- { // the withheld slots go to Enter
 			<-w.slots
 		}
@@ -230,9 +229,8 @@ type Worker struct {
 	slots    chan struct{} // running tasks (n_max)
 	wc       []verbs.WC
 
-	mu        sync.Mutex // throttle, backoff, counters
-	room      *sync.Cond // credits returned
-	waiting   int        // tasks waiting on room
+	mu        sync.Mutex      // throttle, backoff, counters
+	queue     []*creditWaiter // lists waiting for credits, in arrival order
 	closed    bool
 	completed uint64
 	running   int
@@ -367,37 +365,6 @@ func (t *Task) Leave() {
 	<-w.slots
 }
 
-// acquire waits for n credits.
-func (w *Worker) acquire(ctx context.Context, n int) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for !w.throttle.TryAcquire(n) {
-		if w.closed {
-			return verbs.ErrClosed
-		}
-		if err := ctx.Err(); err != nil {
-			w.credited() // the wake-up this task may have taken
-			return err
-		}
-		w.waiting++
-		w.room.Wait()
-		w.waiting--
-	}
-	if w.waiting > 0 && w.throttle.Credits() > 0 {
-		w.room.Signal() // credits left: the next waiter may fit
-	}
-	return nil
-}
-
-// credited wakes a task waiting for credits after some came back (one:
-// it passes the wake-up on if credits are left, so a completion does
-// not wake every waiter). The caller holds w.mu.
-func (w *Worker) credited() {
-	if w.waiting > 0 {
-		w.room.Signal()
-	}
-}
-
 // post puts a list on node's QP through the worker's submission path.
 // With Gather it reports failures as error completions (dispatched to
 // the lists' tasks) and returns nil.
@@ -486,7 +453,7 @@ func (r *Runtime) dispatch(wc *verbs.WC) {
 		w.mu.Lock()
 		w.throttle.Release(size)
 		w.completed += uint64(size)
-		w.credited()
+		w.grant()
 		w.mu.Unlock()
 	}
 	if t := r.tasks.load(task); t != nil {
@@ -501,7 +468,7 @@ func (r *Runtime) tickAll(now time.Time) {
 		if w.tuner != nil {
 			if limit, changed := w.tuner.Tick(now, w.completed); changed {
 				w.throttle.SetLimit(limit)
-				w.room.Broadcast()
+				w.grant()
 			}
 		}
 		w.backoff.Rebase(w.RoundTrip())
