@@ -24,6 +24,12 @@ type BackoffConfig struct {
 	// Dynamic enables the dynamic C_max (else it stays at Limit, plain
 	// truncated exponential backoff); Throttle enables task throttling.
 	Dynamic, Throttle bool
+	// RoundTrip makes C0 follow the worker's measured round trip
+	// (Rebase): Smart's C0 is about one round trip, 4096 cycles on its
+	// NIC, and a software transport's round trip is tens to hundreds of
+	// times that. C0 is then the starting base, and Limit keeps its
+	// ratio to C0 (default 1024).
+	RoundTrip bool
 }
 
 func (c *BackoffConfig) defaults() {
@@ -62,6 +68,8 @@ func (c *BackoffConfig) defaults() {
 // concurrent use.
 type Backoff struct {
 	cfg      BackoffConfig
+	c0       time.Duration // the base (cfg.C0, or the round trip)
+	limit    time.Duration // the bound of cmax
 	cmax     time.Duration
 	tasks    int
 	ops      uint64
@@ -74,7 +82,7 @@ type Backoff struct {
 // or Limit, and n_max = Tasks.
 func NewBackoff(c BackoffConfig) *Backoff {
 	c.defaults()
-	b := &Backoff{cfg: c, cmax: c.Limit, tasks: c.Tasks}
+	b := &Backoff{cfg: c, c0: c.C0, limit: c.Limit, cmax: c.Limit, tasks: c.Tasks}
 	if c.Dynamic {
 		b.cmax = c.C0
 	}
@@ -84,7 +92,7 @@ func NewBackoff(c BackoffConfig) *Backoff {
 // Delay is the wait before retry k (k = 1 for the first retry): a uniform
 // draw from [0, min(C_max, C0·2^k)] given r uniform in [0, 1).
 func (b *Backoff) Delay(k int, r float64) time.Duration {
-	ceil := b.cfg.C0
+	ceil := b.c0
 	for i := 0; i < k && ceil < b.cmax; i++ {
 		ceil *= 2
 	}
@@ -122,20 +130,45 @@ func (b *Backoff) Tick(now time.Time) bool {
 	oldC, oldT := b.cmax, b.tasks
 	switch {
 	case p > b.cfg.PHigh:
-		if b.cfg.Dynamic && b.cmax < b.cfg.Limit {
-			b.cmax = min(2*b.cmax, b.cfg.Limit)
+		if b.cfg.Dynamic && b.cmax < b.limit {
+			b.cmax = min(2*b.cmax, b.limit)
 		} else if b.cfg.Throttle && b.tasks > b.cfg.MinTasks {
 			b.tasks--
 		}
 	case p < b.cfg.PLow:
-		if b.cfg.Dynamic && b.cmax > b.cfg.C0 {
-			b.cmax = max(b.cmax/2, b.cfg.C0)
+		if b.cfg.Dynamic && b.cmax > b.c0 {
+			b.cmax = max(b.cmax/2, b.c0)
 		} else if b.cfg.Throttle && b.tasks < b.cfg.Tasks {
 			b.tasks++
 		}
 	}
 	return b.cmax != oldC || b.tasks != oldT
 }
+
+// Abandoned records one operation that gave up (a transaction that
+// aborted, say) after failures failed attempts, counting every one of
+// them as a retry: giving up is contention as much as retrying is.
+func (b *Backoff) Abandoned(failures int) {
+	b.ops += uint64(failures)
+	b.retried += uint64(failures)
+}
+
+// Rebase sets C0 to rtt, the worker's measured round trip, when the
+// controller follows it (BackoffConfig.RoundTrip; else it does nothing):
+// the limit and C_max keep their ratios to C0.
+func (b *Backoff) Rebase(rtt time.Duration) {
+	if !b.cfg.RoundTrip || rtt <= 0 || rtt == b.c0 {
+		return
+	}
+	scale := func(d time.Duration) time.Duration {
+		return time.Duration(float64(d) / float64(b.c0) * float64(rtt))
+	}
+	b.limit, b.cmax = scale(b.limit), scale(b.cmax)
+	b.c0 = rtt
+}
+
+// C0 returns the current base of the backoff.
+func (b *Backoff) C0() time.Duration { return b.c0 }
 
 // CMax returns the current backoff maximum.
 func (b *Backoff) CMax() time.Duration { return b.cmax }

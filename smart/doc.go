@@ -9,10 +9,13 @@
 //     trying 4, 6, 8, 10, 12 and "unlimited" (256) for Δ each, then keeping
 //     the winner for a stable phase T.
 //   - Conflict avoidance: truncated exponential backoff after a failed
-//     retry with a dynamic limit driven by the retry rate, and throttling
-//     of the number of tasks a worker runs at once (Backoff).
+//     retry with a dynamic limit driven by the retry rate (its base one
+//     round trip: fixed, or the worker's measured one), and throttling
+//     of the number of tasks a worker runs at once (Backoff): a task
+//     waiting for its turn parks on a slot the throttle withholds.
 //   - Worker-aware resources: workers owning a CQ, a QP per remote node
-//     and their credits, running tasks coroutine-style.
+//     and their credits (granted in arrival order), running tasks
+//     coroutine-style.
 //
 // A task posts one list to one node and parks until it completes (Do,
 // and the one-request helpers), or a round of lists to several nodes at

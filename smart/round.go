@@ -21,9 +21,10 @@ type List struct {
 const maxSignal = 0xff
 
 // DoAll posts lists — to several nodes, a list per node say — each on
-// the worker's QP to its node under the worker's credits (a list waits
-// for credits as Do's does, so with enough of them every list goes out
-// at once), and parks until every one completed: one round trip for the
+// the worker's QP to its node under the worker's credits (the round
+// waits for the credits of all its lists, as Do's list does for its
+// own, and then every list goes out at once), and parks until every one
+// completed: one round trip for the
 // lot when credits allow. Lists may be of any length (each is signaled
 // every 255 requests, the credits it returns riding in the wr_ids). It
 // returns an error when a list failed to post or completed with an error
@@ -49,11 +50,21 @@ func (t *Task) DoAll(ctx context.Context, lists []List) error {
 	default:
 	}
 	t.owed.Store(int64(owed))
-	var err error
+	// The round's credits are taken at once, so that it goes out whole
+	// (one round trip) rather than a list at a time as credits return.
+	start, wrs := time.Now(), 0
+	for _, l := range lists {
+		wrs += len(l.WRs)
+	}
+	err := w.acquire(ctx, wrs)
+	if err != nil {
+		t.owed.Store(0)
+		return err
+	}
 	for i, l := range lists {
 		t.mark(l.WRs)
-		if err = w.acquire(ctx, len(l.WRs)); err == nil {
-			if err = w.post(l.Node, l.WRs); err != nil {
+		if err = w.post(l.Node, l.WRs); err != nil {
+			for _, l := range lists[i:] {
 				w.refund(len(l.WRs))
 			}
 		}
@@ -85,6 +96,7 @@ func (t *Task) DoAll(ctx context.Context, lists []List) error {
 	if s := t.failed.Load(); s != 0 {
 		return fmt.Errorf("smart: a list failed: %w", verbs.Status(s-1).Err())
 	}
+	w.roundTrip(time.Since(start))
 	return nil
 }
 
@@ -186,6 +198,6 @@ func (w *Worker) Post(ctx context.Context, l List) error {
 func (w *Worker) refund(n int) {
 	w.mu.Lock()
 	w.throttle.Release(n)
-	w.room.Broadcast()
+	w.grant()
 	w.mu.Unlock()
 }

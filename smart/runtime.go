@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,7 +101,7 @@ type Runtime struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	tasks   sync.Map // task id → *Task
+	tasks   taskTable
 	nextID  atomic.Uint32
 	router  *verbs.Router
 	tag     verbs.Tag // the tasks' wr_ids carry it
@@ -151,7 +150,6 @@ func New(ctx context.Context, c Config) (*Runtime, error) {
 		if c.Throttle && c.Limit <= 0 {
 			w.tuner = NewTuner(c.Tuner)
 		}
-		w.room = sync.NewCond(&w.mu)
 		w.slots = make(chan struct{}, c.Backoff.Tasks)
 		r.workers = append(r.workers, w)
 	}
@@ -206,13 +204,15 @@ func (r *Runtime) Close() {
 	for _, w := range r.workers {
 		w.mu.Lock()
 		w.closed = true
-		w.room.Broadcast()
+		w.failWaiters()
+		for ; w.withheld > 0; w.withheld-- { // the withheld slots go to Enter
+			<-w.slots
+		}
 		w.mu.Unlock()
 	}
-	r.tasks.Range(func(_, v any) bool {
-		v.(*Task).finish(verbs.WC{Status: verbs.StatusWRFlushErr})
-		return true
-	})
+	for _, t := range r.tasks.all() {
+		t.finish(verbs.WC{Status: verbs.StatusWRFlushErr})
+	}
 }
 
 // Worker owns a CQ, a QP per remote node (shared per the Sharing mode),
@@ -229,14 +229,32 @@ type Worker struct {
 	slots    chan struct{} // running tasks (n_max)
 	wc       []verbs.WC
 
-	mu        sync.Mutex // throttle, backoff, counters
-	room      *sync.Cond // credits returned
+	mu        sync.Mutex      // throttle, backoff, counters
+	queue     []*creditWaiter // lists waiting for credits, in arrival order
 	closed    bool
 	completed uint64
 	running   int
+	withheld  int              // slots the task throttle holds (n_max below its largest)
 	idle      []*Task          // ended tasks, for Enter to reuse
 	gather    []verbs.Combiner // per node, with Gather
+	rtt       atomic.Int64     // the moving mean of its rounds' round trips (ns)
 }
+
+// roundTrip folds the round trip of one of the worker's lists or rounds
+// into its moving mean (weight 1/8). Concurrent tasks may lose an update
+// of each other's: the mean stays a mean.
+func (w *Worker) roundTrip(d time.Duration) {
+	old := w.rtt.Load()
+	if old == 0 {
+		w.rtt.Store(int64(d))
+		return
+	}
+	w.rtt.Store(old + (int64(d)-old)/8)
+}
+
+// RoundTrip returns the moving mean of the worker's round trips (a list
+// posted to its completion, credit waits included); 0 before the first.
+func (w *Worker) RoundTrip() time.Duration { return time.Duration(w.rtt.Load()) }
 
 // ID is the worker's index.
 func (w *Worker) ID() int { return w.id }
@@ -246,6 +264,7 @@ type Stats struct {
 	Limit       int           // current work-request limit (C_max of throttling)
 	Credits     int           // credits left
 	Completed   uint64        // work requests completed
+	BackoffC0   time.Duration // current backoff base (C0)
 	BackoffCMax time.Duration // current backoff maximum
 	RetryRate   float64       // retry rate at the last evaluation
 	Tasks       int           // n_max
@@ -256,7 +275,7 @@ func (w *Worker) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return Stats{Limit: w.throttle.Limit(), Credits: w.throttle.Credits(), Completed: w.completed,
-		BackoffCMax: w.backoff.CMax(), RetryRate: w.backoff.RetryRate(), Tasks: w.backoff.Tasks()}
+		BackoffC0: w.backoff.C0(), BackoffCMax: w.backoff.CMax(), RetryRate: w.backoff.RetryRate(), Tasks: w.backoff.Tasks()}
 }
 
 // Go runs f as a task of the worker, once fewer than n_max of its tasks
@@ -276,46 +295,49 @@ func (w *Worker) Go(ctx context.Context, f func(t *Task) error) error {
 // Leave. Tasks are reused: Enter allocates only when the worker has no
 // idle one.
 func (w *Worker) Enter(ctx context.Context) (*Task, error) {
+	// A running task holds a slot; so does every slot the task throttle
+	// withholds (Leave keeps the slot of a leaving task while n_max says
+	// fewer tasks may run): the wait for a slot parks, no polling.
 	select {
 	case w.slots <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	for {
-		w.mu.Lock()
-		n := w.backoff.Tasks()
-		if w.running < n || w.closed {
-			w.running++
-			var t *Task
-			if k := len(w.idle); k > 0 {
-				t, w.idle = w.idle[k-1], w.idle[:k-1]
-			}
-			w.mu.Unlock()
-			if t == nil {
-				t = &Task{w: w, done: make(chan verbs.WC, 1), wake: make(chan struct{}, 1)}
-				t.id = w.rt.nextID.Add(1)
-				w.rt.tasks.Store(t.id, t)
-			} else {
-				select { // a flushed request's completion after a failed list
-				case <-t.done:
-				default:
-				}
-				select { // a wake-up a settled round left
-				case <-t.wake:
-				default:
-				}
-			}
-			t.ctx = ctx
-			return t, nil
+	w.mu.Lock()
+	w.running++
+	var t *Task
+	if k := len(w.idle); k > 0 {
+		t, w.idle = w.idle[k-1], w.idle[:k-1]
+	}
+	w.mu.Unlock()
+	if t == nil {
+		t = &Task{w: w, done: make(chan verbs.WC, 1), wake: make(chan struct{}, 1)}
+		t.id = w.rt.nextID.Add(1)
+		w.rt.tasks.store(t)
+	} else {
+		select { // a flushed request's completion after a failed list
+		case <-t.done:
+		default:
 		}
-		w.mu.Unlock()
-		// Task throttling: wait for a running task to end.
-		runtime.Gosched()
+		select { // a wake-up a settled round left
+		case <-t.wake:
+		default:
+		}
+	}
+	t.ctx = ctx
+	return t, nil
+}
+
+// resize withholds or gives back slots after n_max changed: shrinking
+// takes effect as running tasks leave (Leave withholds their slots),
+// growing at once. The caller holds w.mu.
+func (w *Worker) resize() {
+	for w.withheld > 0 && w.withheld > cap(w.slots)-w.backoff.Tasks() {
 		select {
-		case <-ctx.Done():
-			<-w.slots
-			return nil, ctx.Err()
-		case <-time.After(10 * time.Microsecond):
+		case <-w.slots:
+			w.withheld--
+		default:
+			return
 		}
 	}
 }
@@ -332,26 +354,15 @@ func (t *Task) Leave() {
 	if t.pending == 0 && t.owed.Load() == 0 {
 		w.idle = append(w.idle, t)
 	} else {
-		w.rt.tasks.Delete(t.id) // never completed (the runtime closed): retire it
+		w.rt.tasks.remove(t.id) // never completed (the runtime closed): retire it
+	}
+	if !w.closed && w.withheld < cap(w.slots)-w.backoff.Tasks() {
+		w.withheld++ // the task throttle keeps the slot
+		w.mu.Unlock()
+		return
 	}
 	w.mu.Unlock()
 	<-w.slots
-}
-
-// acquire waits for n credits.
-func (w *Worker) acquire(ctx context.Context, n int) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for !w.throttle.TryAcquire(n) {
-		if w.closed {
-			return verbs.ErrClosed
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		w.room.Wait()
-	}
-	return nil
 }
 
 // post puts a list on node's QP through the worker's submission path.
@@ -442,11 +453,11 @@ func (r *Runtime) dispatch(wc *verbs.WC) {
 		w.mu.Lock()
 		w.throttle.Release(size)
 		w.completed += uint64(size)
-		w.room.Broadcast()
+		w.grant()
 		w.mu.Unlock()
 	}
-	if v, ok := r.tasks.Load(task); ok {
-		v.(*Task).finish(*wc)
+	if t := r.tasks.load(task); t != nil {
+		t.finish(*wc)
 	}
 }
 
@@ -457,10 +468,13 @@ func (r *Runtime) tickAll(now time.Time) {
 		if w.tuner != nil {
 			if limit, changed := w.tuner.Tick(now, w.completed); changed {
 				w.throttle.SetLimit(limit)
-				w.room.Broadcast()
+				w.grant()
 			}
 		}
-		w.backoff.Tick(now)
+		w.backoff.Rebase(w.RoundTrip())
+		if w.backoff.Tick(now) {
+			w.resize()
+		}
 		w.mu.Unlock()
 	}
 }

@@ -77,6 +77,7 @@ func (t *Task) DoContext(ctx context.Context, node int, wrs []verbs.SendWR) (ver
 	last := &wrs[len(wrs)-1]
 	last.ID = t.w.rt.wrID(t.id, t.w.id, len(wrs))
 	last.Flags |= verbs.FlagSignaled
+	start := time.Now()
 	if err := t.w.acquire(ctx, len(wrs)); err != nil {
 		return verbs.WC{}, err
 	}
@@ -91,6 +92,7 @@ func (t *Task) DoContext(ctx context.Context, node int, wrs []verbs.SendWR) (ver
 				return wc, fmt.Errorf("smart: %v: %w", wc.Opcode, wc.Status.Err())
 			}
 			if wc.ID == last.ID {
+				t.w.roundTrip(time.Since(start))
 				return wc, nil
 			}
 		case <-ctx.Done():
@@ -206,6 +208,15 @@ func (t *Task) Backoff(k int, r float64) {
 	for end := time.Now().Add(d); time.Now().Before(end); {
 		runtime.Gosched()
 	}
+}
+
+// Abandoned records that an operation (a transaction, say) gave up after
+// failures failed attempts, its last included: they count as retries
+// for the backoff limit and the task limit.
+func (t *Task) Abandoned(failures int) {
+	t.w.mu.Lock()
+	t.w.backoff.Abandoned(failures)
+	t.w.mu.Unlock()
 }
 
 // Finished records that an operation (an update, say) finished after

@@ -14,6 +14,12 @@ type TunerConfig struct {
 	Margin float64
 	// Delta is how long each candidate is measured (default 8 ms).
 	Delta time.Duration
+	// MinCompletions, when set, extends a candidate's measurement past
+	// Delta until it counted that many completions (at most 8 × Delta),
+	// and candidates are then compared by rate: Smart's Δ sees tens of
+	// thousands of requests at a NIC's rate, a slower transport's only
+	// a few hundred, too few to tell 5% apart.
+	MinCompletions uint64
 	// Stable is the stable phase after an update (default 60 × Delta).
 	Stable time.Duration
 }
@@ -48,6 +54,7 @@ type Tuner struct {
 	start  time.Time
 	base   uint64 // completions at the start of the current measurement
 	counts []uint64
+	spans  []time.Duration // how long each was measured
 	limit  int
 	epochs int
 }
@@ -57,6 +64,7 @@ func NewTuner(c TunerConfig) *Tuner {
 	c.defaults()
 	t := &Tuner{cfg: c, order: append(append([]int(nil), c.Candidates...), c.Unlimited), limit: c.Unlimited}
 	t.counts = make([]uint64, len(t.order))
+	t.spans = make([]time.Duration, len(t.order))
 	t.phase = -1
 	return t
 }
@@ -79,10 +87,11 @@ func (t *Tuner) Tick(now time.Time, completed uint64) (limit int, changed bool) 
 	case t.phase < 0: // first tick: start updating
 		t.beginUpdate(now, completed)
 	case t.phase < len(t.order):
-		if now.Sub(t.start) < t.cfg.Delta {
+		span := now.Sub(t.start)
+		if span < t.cfg.Delta || completed-t.base < t.cfg.MinCompletions && span < 8*t.cfg.Delta {
 			break
 		}
-		t.counts[t.phase] = completed - t.base
+		t.counts[t.phase], t.spans[t.phase] = completed-t.base, span
 		t.phase++
 		t.start, t.base = now, completed
 		if t.phase < len(t.order) {
@@ -104,6 +113,7 @@ func (t *Tuner) beginUpdate(now time.Time, completed uint64) {
 	t.start, t.base = now, completed
 	t.limit = t.order[0]
 	clear(t.counts)
+	clear(t.spans)
 }
 
 // choose picks the winner of an update phase: the finite candidate with
@@ -112,15 +122,24 @@ func (t *Tuner) choose() int {
 	n := len(t.cfg.Candidates)
 	best := 0
 	for i := 1; i < n; i++ {
-		if t.counts[i] > t.counts[best] {
+		if t.score(i) > t.score(best) {
 			best = i
 		}
 	}
-	unl := t.counts[n]
-	if float64(t.counts[best]) > (1+t.cfg.Margin)*float64(unl) {
+	if t.score(best) > (1+t.cfg.Margin)*t.score(n) {
 		return t.order[best]
 	}
 	return t.cfg.Unlimited
+}
+
+// score is what candidate i achieved: its completions, or with
+// MinCompletions its completions per second (measurements then differ in
+// length).
+func (t *Tuner) score(i int) float64 {
+	if t.cfg.MinCompletions == 0 || t.spans[i] <= 0 {
+		return float64(t.counts[i])
+	}
+	return float64(t.counts[i]) / t.spans[i].Seconds()
 }
 
 // Counts returns the completions each limit of the last update phase

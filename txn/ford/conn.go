@@ -186,7 +186,7 @@ func (c *coord) drain(seq uint32, left int, d time.Duration) bool {
 func (f *fabric) begin(context.Context, *coord) error { return nil }
 
 // end implements issuer.
-func (f *fabric) end(*coord) {}
+func (f *fabric) end(*coord, bool) {}
 
 // conflict implements issuer: FORD aborts on a conflict (txn.Run backs
 // off between attempts).

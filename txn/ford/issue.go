@@ -31,15 +31,16 @@ type issuer interface {
 	// later rounds of c go after them on the same QPs.
 	post(c *coord, lists []list) error
 	// begin is called when a transaction takes coordinator c, end when
-	// it gives it back: where Smart-DTX enters and leaves a task on a
+	// it gives it back (committed or not): where Smart-DTX enters and leaves a task on a
 	// worker (the coroutine throttle bounds the transactions under way).
 	begin(ctx context.Context, c *coord) error
-	end(c *coord)
+	end(c *coord, committed bool)
 	// conflict is called when a lock round found a record locked by a
-	// live owner, for the k-th time (from 1) in this transaction: true
-	// runs the lock round again (after the issuer's backoff), false
-	// aborts the transaction (LockConflict). FORD aborts at once;
-	// Smart-DTX backs off (smart.Task.Backoff) and retries.
+	// live owner, for the k-th time (from 1) in this transaction, and a
+	// wait may pay (Tx.waitable): true runs the lock round again (after
+	// the issuer's backoff), false aborts the transaction
+	// (LockConflict). FORD aborts at once; Smart-DTX backs off
+	// (smart.Task.Backoff) and retries.
 	conflict(c *coord, k int) bool
 }
 

@@ -29,8 +29,13 @@ const (
 	Throttling Technique = 1 << iota
 	// Backoff is conflict-avoiding backoff: a lock CAS that finds the
 	// record locked by a live transaction is retried after a truncated
-	// exponential backoff with a dynamic limit (smart.Task.Backoff),
-	// up to MaxRetries times, instead of aborting at once.
+	// exponential backoff with a dynamic limit (smart.Task.Backoff; its
+	// base one measured round trip), up to MaxRetries times, instead of
+	// aborting at once — where the wait can pay: the transaction has
+	// not read the record (a read one has most likely changed by the
+	// time the owner lets go, and its validation would fail) and holds
+	// no other lock (no hold-and-wait). Otherwise it aborts as FORD does
+	// and the abort counts toward the retry rate.
 	Backoff
 	// CoroutineThrottle is task throttling: the number of transactions a
 	// worker runs at once (n_max, at most SmartConfig.Tasks) shrinks when
@@ -84,8 +89,10 @@ type SmartConfig struct {
 	// transactions waiting on each other's locks give up after it.
 	MaxRetries int
 	// C0 and BackoffLimit are the backoff's base and the bound of its
-	// dynamic maximum (defaults: smart.BackoffConfig's, 2 µs and 1024 ×
-	// C0).
+	// dynamic maximum. C0 0 (the default) is one round trip, as in
+	// Smart: each worker's measured round trip (smart.BackoffConfig's
+	// RoundTrip), from 2 µs until it has one; BackoffLimit defaults to
+	// 1024 × C0.
 	C0, BackoffLimit time.Duration
 }
 
@@ -102,6 +109,12 @@ func (c SmartConfig) withDefaults() SmartConfig {
 	}
 	return c
 }
+
+// tunerSamples is the completions the throttling tuner counts at least
+// per candidate limit (smart.TunerConfig.MinCompletions) unless
+// SmartConfig.Tuner says otherwise: a worker completes a few hundred
+// requests in Smart's Δ of 8 ms here, too few to compare limits by.
+const tunerSamples = 300
 
 // smartDefaults fills in Config.Smart's defaults (on a copy) and makes
 // room for every worker's tasks: MaxTx at least Workers × Tasks unless
@@ -142,6 +155,7 @@ type smartSlot struct {
 	txn     bool        // a transaction coordinator: on its worker's QPs
 	task    *smart.Task // its transaction's task (nil between transactions)
 	retries int         // failed lock attempts of the transaction
+	aborted bool        // its last failed lock attempt aborted it
 	lists   []smart.List
 }
 
@@ -170,7 +184,10 @@ func newSmartIssuer(ctx context.Context, db *DB, fab *fabric) (*smartIssuer, err
 	rc := smart.Config{Device: db.dev, PD: db.pd, Nodes: connects, Workers: cfg.Workers, Sharing: smart.PerWorker,
 		Throttle: on(Throttling) && cfg.Limit <= 0, Tuner: cfg.Tuner, CQDepth: 8192, Poll: db.cfg.Poll,
 		Backoff: smart.BackoffConfig{C0: cfg.C0, Limit: cfg.BackoffLimit, Tasks: cfg.Tasks,
-			Dynamic: on(Backoff), Throttle: on(CoroutineThrottle)}}
+			Dynamic: on(Backoff), Throttle: on(CoroutineThrottle), RoundTrip: cfg.C0 == 0}}
+	if rc.Tuner.MinCompletions == 0 {
+		rc.Tuner.MinCompletions = tunerSamples
+	}
 	if on(Throttling) {
 		rc.Limit = cfg.Limit
 	}
@@ -212,22 +229,32 @@ func (s *smartIssuer) begin(ctx context.Context, c *coord) error {
 		return txn.Abort(txn.Timeout, nil, err)
 	}
 	sl := &s.slots[c.idx]
-	sl.txn, sl.task, sl.retries = true, t, 0
+	sl.txn, sl.task, sl.retries, sl.aborted = true, t, 0, false
 	return nil
 }
 
-// end implements issuer: the task records the transaction's failed lock
-// attempts (the retry rate of the backoff limit and of n_max) and
-// leaves. A broken coordinator's task may still have lists in flight: it
-// leaves once they are back, without holding up the caller.
-func (s *smartIssuer) end(c *coord) {
+// end implements issuer: the task records the transaction's failed
+// attempts — its failed lock CASes, and the transaction itself when it
+// aborted (whatever the reason: a failed validation wastes the attempt
+// as a lock conflict does) — for the retry rate of the backoff limit and
+// of n_max, and leaves. A broken coordinator's task may still have lists
+// in flight: it leaves once they are back, without holding up the
+// caller.
+func (s *smartIssuer) end(c *coord, committed bool) {
 	sl := &s.slots[c.idx]
 	t := sl.task
 	if t == nil {
 		return
 	}
 	sl.task = nil
-	t.Finished(sl.retries)
+	switch {
+	case committed:
+		t.Finished(sl.retries)
+	case sl.aborted:
+		t.Abandoned(sl.retries) // the last conflict was its end
+	default:
+		t.Abandoned(sl.retries + 1)
+	}
 	if c.broken {
 		go t.Leave()
 		return
@@ -242,6 +269,7 @@ func (s *smartIssuer) conflict(c *coord, k int) bool {
 	sl := &s.slots[c.idx]
 	sl.retries++
 	if s.cfg.Techniques&Backoff == 0 || sl.task == nil || k > s.cfg.MaxRetries {
+		sl.aborted = true
 		return false
 	}
 	sl.task.Backoff(k, rand.Float64())

@@ -246,6 +246,65 @@ func TestSmartBackoffRetries(t *testing.T) {
 	}
 }
 
+// TestSmartBackoffOnlyWherePaying: with Backoff, a Put on a locked
+// record aborts at once (LockConflict) when the transaction read the
+// record first or holds another lock — a wait would end in a failed
+// validation or a hold-and-wait.
+func TestSmartBackoffOnlyWherePaying(t *testing.T) {
+	ctx := tctx(t)
+	b := newBed(t, 3, smallLayout)
+	b.smart = &ford.SmartConfig{Workers: 1, MaxRetries: 2000, C0: 20 * time.Microsecond, BackoffLimit: 200 * time.Microsecond,
+		Techniques: ford.Backoff}
+	db := b.db()
+	seed, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"hot", "other"} {
+		if err := seed.Put([]byte(k), []byte("0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := seed.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Abort()
+	if err := holder.Put([]byte("hot"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		first func(tx txn.Tx) error
+	}{
+		{"read first", func(tx txn.Tx) error { _, err := tx.Get([]byte("hot")); return err }},
+		{"holding a lock", func(tx txn.Tx) error { return tx.Put([]byte("other"), []byte("2")) }},
+	} {
+		before := db.Stats().LockAborts
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.first(tx); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		start := time.Now()
+		err = tx.Put([]byte("hot"), []byte("2"))
+		if txn.ReasonOf(err) != txn.LockConflict {
+			t.Fatalf("%s: Put on a held lock: %v, want a LockConflict abort", c.name, err)
+		}
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("%s: the abort took %v: it waited", c.name, d)
+		}
+		if db.Stats().LockAborts != before+1 {
+			t.Errorf("%s: lock aborts %d → %d, want one more", c.name, before, db.Stats().LockAborts)
+		}
+	}
+}
+
 // TestSmartCancel: a transaction whose context ends mid-round (its node
 // paused) aborts with Timeout; its lock is released, and the client goes
 // on committing once the node is back.

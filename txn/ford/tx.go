@@ -260,7 +260,7 @@ func (t *Tx) finish() {
 	t.db.cmu.Lock()
 	delete(t.db.open, t)
 	t.db.cmu.Unlock()
-	t.db.iss.end(t.c)
+	t.db.iss.end(t.c, t.committed)
 	t.db.putCoord(t.c)
 }
 
@@ -319,7 +319,7 @@ func (t *Tx) locked(key []byte) (*rec, error) {
 		t.lock = t.c.nextLock(now())
 	}
 	s, err := t.lockRound(r, slot)
-	for k := 1; errors.Is(err, errLive) && db.iss.conflict(t.c, k); k++ {
+	for k := 1; errors.Is(err, errLive) && t.waitable(r) && db.iss.conflict(t.c, k); k++ {
 		s, err = t.lockRound(r, slot)
 	}
 	if errors.Is(err, errLive) {
@@ -342,6 +342,24 @@ func (t *Tx) locked(key []byte) (*rec, error) {
 		return nil, txn.Abort(txn.ValidationFailed, key, nil)
 	}
 	return r, nil
+}
+
+// waitable reports whether waiting for r's lock can pay: only if the
+// transaction has not read r — after a wait the record has most likely
+// changed under the owner's commit, failing the validation of the
+// read — and holds no other lock: a wait while holding locks lengthens
+// the conflicts of everyone who waits on those, and two transactions may
+// wait on each other.
+func (t *Tx) waitable(r *rec) bool {
+	if r.read {
+		return false
+	}
+	for _, o := range t.seq {
+		if o.locked {
+			return false
+		}
+	}
+	return true
 }
 
 // errLive: a lock round found the record locked by a live owner.
