@@ -122,10 +122,19 @@ func (it *iterator) fillWith(s *slot) error {
 		return err
 	}
 	if it.next != 0 && p != it.next {
-		p, parent = it.next, nil // the cached level-1 copy is stale here: the sibling is the truth
+		// The cached level-1 copy lacks the leaf the last one's sibling
+		// pointer names (a split it does not know): read that leaf alone,
+		// and drop the copy so that the next run is planned on a fresh one.
+		if parent != nil {
+			c.cache.drop(path[len(path)-1])
+		}
+		p, parent = it.next, nil
 	}
 	for try := 0; ; try++ {
 		it.plan(p, parent, key)
+		if err := hook(hookScanPlanned); err != nil {
+			return err
+		}
 		if err := it.readRun(s); err != nil {
 			return err
 		}
@@ -146,7 +155,9 @@ func (it *iterator) fillWith(s *slot) error {
 			parent = nil
 			continue
 		}
-		it.take(s, key)
+		if it.take(s, key) && parent != nil {
+			c.cache.drop(path[len(path)-1]) // stale: the next run is planned on a fresh copy
+		}
 		return nil
 	}
 }
@@ -204,7 +215,9 @@ func (it *iterator) readRun(s *slot) error {
 // take fills buf from the run's first leaf (decoded, a leaf covering
 // key) and the next ones that chain on (whole leaves whose low fence
 // is their predecessor's high fence), and moves the cursor past them.
-func (it *iterator) take(s *slot, key []byte) {
+// It reports whether a whole leaf of the run did not chain on (the
+// level-1 copy the run came from is stale).
+func (it *iterator) take(s *slot, key []byte) (stale bool) {
 	c := it.c
 	it.buf, it.i = it.buf[:0], -1
 	it.arena = slices.Grow(it.arena[:0], len(it.run)*c.g.LeafSlots*(c.g.KeySize+c.g.ValueSize))
@@ -216,8 +229,12 @@ func (it *iterator) take(s *slot, key []byte) {
 		}
 		n := &it.leaves[i]
 		off := c.offNode + i*c.stride
-		if c.g.decodeInto(n, s.buf[off:off+c.g.size]) != nil || n.level != 0 || !n.hasLow || !bytes.Equal(n.low, prev.high) {
-			break // torn, or not the leaf right of prev: the next run starts at prev's sibling
+		if c.g.decodeInto(n, s.buf[off:off+c.g.size]) != nil {
+			break // torn: the next run starts at prev's sibling
+		}
+		if n.level != 0 || !n.hasLow || !bytes.Equal(n.low, prev.high) {
+			stale = true // not the leaf right of prev: the same
+			break
 		}
 		it.collect(n, n.low)
 		prev = n
@@ -228,6 +245,7 @@ func (it *iterator) take(s *slot, key []byte) {
 	} else {
 		it.cursor, it.next = bytes.Clone(prev.high), prev.sibling
 	}
+	return stale
 }
 
 // collect appends leaf n's entries in [from, to) to buf, their bytes
