@@ -19,7 +19,9 @@ type Config struct {
 	// Layout sizes the nodes; every client of a tree uses the same.
 	Layout Layout
 	// Slots is the operations in flight at once (default 16). Each
-	// memory node's QP needs room for 4×Slots send requests.
+	// memory node's QP should have room for QPDepth(Slots) send
+	// requests (a scan's list holds up to 16 READs; a fuller queue
+	// makes posts wait for room).
 	Slots int
 	// Lease is how long a lock word may stay unchanged before other
 	// clients presume its holder dead and take the lock over (default
