@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -138,4 +139,43 @@ func TestScanRunSplit(t *testing.T) {
 		t.Fatalf("the hook fired %v, %d splits: no split under the scan", fired.Load(), w.Stats().Splits-splits0)
 	}
 	t.Logf("%d splits under the scan; it took %d round trips", w.Stats().Splits-splits0, sc.Stats().RoundTrips-trips0)
+}
+
+// TestScanRunConcurrent: every task of a Sherman+ client (no
+// throttling: nothing bounds its outstanding requests but the QP)
+// scans at once, each list up to 16 READs; QPDepth leaves room for
+// them all, and every scan returns its 100 keys.
+func TestScanRunConcurrent(t *testing.T) {
+	ctx := context.Background()
+	b := newBed(t, 1, 32<<20)
+	cfg := sherman.Config{Layout: sherman.Layout{KeySize: 16, ValueSize: 16, LeafSlots: 8, InnerSlots: 32},
+		Smart: &sherman.SmartConfig{Workers: 2, Tasks: 4}}
+	c := b.client(t, cfg)
+	const n = 2000
+	for i := range n {
+		if err := c.Put(ctx, benchKey(i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 5))
+			for range 200 {
+				from := r.IntN(n - 100)
+				it := c.Scan(ctx, benchKey(from), nil, 100)
+				got := 0
+				for it.Next() {
+					got++
+				}
+				if it.Err() != nil || got != 100 {
+					t.Errorf("scan from %d: %d keys, %v", from, got, it.Err())
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
