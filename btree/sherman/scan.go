@@ -128,7 +128,7 @@ func (it *iterator) fillWith(s *slot) error {
 		if parent != nil {
 			c.cache.drop(path[len(path)-1])
 		}
-		p, parent = it.next, nil
+		p, parent, path = it.next, nil, nil
 	}
 	for try := 0; ; try++ {
 		it.plan(p, parent, key)
