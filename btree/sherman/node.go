@@ -139,6 +139,7 @@ func (g *geometry) decodeInner(n *node, b []byte, count int) error {
 }
 
 func (g *geometry) decodeLeaf(n *node, b []byte) error {
+	n.ents = slices.Grow(n.ents, g.LeafSlots) // one allocation for a new node, none for a reused one
 	for i := range g.LeafSlots {
 		e, err := g.decodeEntry(b[g.head+i*g.leafEnt:][:g.leafEnt], uint32(n.ver))
 		if err != nil {

@@ -219,7 +219,7 @@ func (it *iterator) readRun(s *slot) error {
 // level-1 copy the run came from is stale).
 func (it *iterator) take(s *slot, key []byte) (stale bool) {
 	c := it.c
-	it.buf, it.i = it.buf[:0], -1
+	it.buf, it.i = slices.Grow(it.buf[:0], len(it.run)*c.g.LeafSlots), -1
 	it.arena = slices.Grow(it.arena[:0], len(it.run)*c.g.LeafSlots*(c.g.KeySize+c.g.ValueSize))
 	prev := &it.leaves[0]
 	it.collect(prev, key)
