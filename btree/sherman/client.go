@@ -19,7 +19,9 @@ type Config struct {
 	// Layout sizes the nodes; every client of a tree uses the same.
 	Layout Layout
 	// Slots is the operations in flight at once (default 16). Each
-	// memory node's QP needs room for 4×Slots send requests.
+	// memory node's QP should have room for QPDepth(Slots) send
+	// requests (a scan's list holds up to 16 READs; a fuller queue
+	// makes posts wait for room).
 	Slots int
 	// Lease is how long a lock word may stay unchanged before other
 	// clients presume its holder dead and take the lock over (default
@@ -67,7 +69,9 @@ type Client struct {
 	anext int
 	aend  int
 
-	offNode, offNode2 int // a slot's two node buffers
+	offNode, offNode2 int // a slot's first two node buffers
+	stride            int // from one node buffer to the next
+	run               int // node buffers of a slot (a scan's READs in one list)
 
 	handOvers, takeOvers, splits, hops atomic.Uint64
 
@@ -115,9 +119,12 @@ func Open(ctx context.Context, pd verbs.PD, conns []Conn, cfg Config) (*Client, 
 		c.nnodes = append(c.nnodes, n)
 	}
 	c.offNode = offEntry + round8(c.g.leafEnt+63)&^63
-	c.offNode2 = c.offNode + (c.g.size+63)&^63
+	c.stride = (c.g.size + 63) &^ 63
+	c.offNode2 = c.offNode + c.stride
+	c.run = max(2, min(maxRun, runBytes/c.stride))
+	size := c.offNode + c.run*c.stride
 	if cfg.Smart == nil {
-		c.ops, err = newQPIssuer(pd, conns, cfg.Slots, c.offNode2+c.g.size, cfg.Poll)
+		c.ops, err = newQPIssuer(pd, conns, cfg.Slots, size, cfg.Poll)
 	} else {
 		sc := cfg.Smart.withDefaults()
 		c.cfg.Smart = &sc
@@ -127,7 +134,7 @@ func Open(ctx context.Context, pd verbs.PD, conns []Conn, cfg Config) (*Client, 
 		if sc.on(SpecLookup) {
 			c.spec = newSpecCache(sc.SpecEntries)
 		}
-		c.ops, err = newSmartIssuer(ctx, pd, sc, c.offNode2+c.g.size, cfg.Poll)
+		c.ops, err = newSmartIssuer(ctx, pd, sc, size, cfg.Poll)
 	}
 	if err != nil {
 		return nil, err

@@ -68,7 +68,7 @@ func Dial(ctx context.Context, dc DialConfig) (_ *Client, err error) {
 			return nil, fmt.Errorf("sherman: %w", err)
 		}
 		conn, err := cm.Dial(ctx, dev, addr, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq,
-			Cap:         verbs.QPCap{MaxSendWR: 8*slots + 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1},
+			Cap:         verbs.QPCap{MaxSendWR: QPDepth(slots), MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1},
 			PrivateData: memnode.Hello{Token: dc.Token}.Marshal()})
 		if err != nil {
 			cq.Destroy()

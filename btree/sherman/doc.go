@@ -115,7 +115,11 @@
 // with speculative lookup (Smart-BT) a warm Get's one READ is of one
 // leaf entry, and a stale position adds the leaf's READ.
 // Put and Delete: lock CAS, READ, write-back+unlock = 3 (2 when the
-// global lock was handed over). Scan: one READ per leaf. A leaf split
+// global lock was handed over). Scan: one list of READs per run of
+// leaves — the leaf at the cursor and those right of it that the
+// cached level-1 node names (up to 16, as many as the limit calls
+// for), so a warm 100-key scan is one or two round trips; a leaf split
+// since the level-1 copy was cached ends the run there (scan.go). A leaf split
 // adds a FETCH_AND_ADD per 16 nodes and the parent's lock, READ and
 // write-back.
 //
@@ -182,7 +186,7 @@
 // dial.go (Dial: device, connections and client in one call),
 // cache.go (index cache), read.go (traversal, Get), write.go (Put,
 // Delete), split.go (splits, parent inserts, root growth), alloc.go
-// (node allocator), lock.go (lock hierarchy, leases), scan.go (Scan),
+// (node allocator), lock.go (lock hierarchy, leases), scan.go (Scan: runs of leaves),
 // smartbt.go (SmartConfig, techniques), smartissuer.go (the issuer on
 // smart), spec.go (speculative lookup).
 package sherman

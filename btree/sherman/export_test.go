@@ -2,8 +2,9 @@ package sherman
 
 // Hook points and the hook, for the package's external tests.
 const (
-	HookLocked    = hookLocked
-	HookSplitHalf = hookSplitHalf
+	HookLocked      = hookLocked
+	HookSplitHalf   = hookSplitHalf
+	HookScanPlanned = hookScanPlanned
 )
 
 // SetTestHook sets the hook called at each hook point (nil: none).

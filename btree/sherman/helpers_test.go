@@ -80,7 +80,7 @@ func dialConns(dev verbs.Device, pd verbs.PD, infos []memnode.Info, slots int) (
 			return nil, nil, err
 		}
 		conn, err := cm.Dial(context.Background(), dev, info.CM, cm.Options{PD: pd, SendCQ: cq, RecvCQ: cq,
-			Cap:         verbs.QPCap{MaxSendWR: 8*slots + 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1},
+			Cap:         verbs.QPCap{MaxSendWR: sherman.QPDepth(slots), MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1},
 			PrivateData: memnode.Hello{Token: "t"}.Marshal()})
 		if err != nil {
 			cq.Destroy()

@@ -48,7 +48,10 @@ type slot struct {
 	addr uint64
 	lkey uint32
 
-	list []verbs.SendWR // a list being built, reused
+	list []verbs.SendWR    // a list being built, reused
+	sgl  [maxRun]verbs.SGE // the read path's SGEs (one per READ), reused
+	leaf node              // Get's leaf, decoded in place (its slices reused)
+	path [8]uint64         // backing of leafFor's path
 
 	mu        sync.Mutex
 	abandoned bool // its caller left: the poller releases it

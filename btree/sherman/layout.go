@@ -92,6 +92,10 @@ type geometry struct {
 	leafEnt  int // bytes of a leaf entry
 	innerEnt int // bytes of an internal entry
 	size     int // bytes of a node
+
+	// The CRCs of as many zero bytes as a checksum covers (sumZ): a
+	// leaf entry, a leaf's header, an internal node.
+	zEnt, zLeaf, zInner uint32
 }
 
 func round8(n int) int { return (n + 7) &^ 7 }
@@ -105,6 +109,9 @@ func newGeometry(l Layout) geometry {
 	// Internal entry: klen u8, key, padding, child u64.
 	g.innerEnt = round8(1+l.KeySize) + 8
 	g.size = g.head + max(l.LeafSlots*g.leafEnt, l.InnerSlots*g.innerEnt) + 8
+	g.zEnt = zeroSum(g.leafEnt - 4)
+	g.zLeaf = zeroSum(offCRC - offVer + g.head - offSibling)
+	g.zInner = zeroSum(offCRC - offVer + g.size - 8 - offSibling)
 	return g
 }
 
@@ -121,18 +128,27 @@ var firstRoot = mkPtr(0, 0)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// sum is a CRC32-C of parts, XORed with that of as many zero bytes, so
-// zeroed memory checks out (an empty leaf, an empty entry).
-func sum(parts ...[]byte) uint32 {
-	var c, z uint32
-	var zero [64]byte
-	for _, p := range parts {
-		c = crc32.Update(c, castagnoli, p)
-		for n := len(p); n > 0; n -= min(n, len(zero)) {
-			z = crc32.Update(z, castagnoli, zero[:min(n, len(zero))])
-		}
+// sum is a CRC32-C of a and b, XORed with that of as many zero bytes,
+// so zeroed memory checks out (an empty leaf, an empty entry).
+func sum(a, b []byte) uint32 { return sumZ(zeroSum(len(a)+len(b)), a, b) }
+
+// sumZ is sum with the zero bytes' CRC given (z = zeroSum(len(a)+len(b))):
+// the decoder's lengths are fixed per geometry, so it computes z once.
+func sumZ(z uint32, a, b []byte) uint32 {
+	return crc32.Update(crc32.Update(0, castagnoli, a), castagnoli, b) ^ z
+}
+
+// zeros is what zeroSum hashes (a package variable: a local array
+// passed to crc32 would be allocated on every call).
+var zeros [256]byte
+
+// zeroSum is the CRC32-C of n zero bytes.
+func zeroSum(n int) uint32 {
+	var z uint32
+	for ; n > 0; n -= min(n, len(zeros)) {
+		z = crc32.Update(z, castagnoli, zeros[:min(n, len(zeros))])
 	}
-	return c ^ z
+	return z
 }
 
 func u64(b []byte) uint64      { return binary.NativeEndian.Uint64(b) }

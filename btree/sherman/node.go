@@ -3,6 +3,7 @@ package sherman
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"sort"
 )
 
@@ -68,35 +69,45 @@ func (n *node) find(key []byte) *entry {
 // the versions, a checksum or a length disagree. The node's slices
 // alias b.
 func (g *geometry) decode(b []byte) (*node, error) {
-	if len(b) != g.size {
-		return nil, errTorn
+	n := new(node)
+	if err := g.decodeInto(n, b); err != nil {
+		return nil, err
 	}
-	n := &node{ver: u64(b[offVer:])}
+	return n, nil
+}
+
+// decodeInto is decode into n, whose slices it reuses (a reader's
+// scratch node: no allocation once they have grown).
+func (g *geometry) decodeInto(n *node, b []byte) error {
+	if len(b) != g.size {
+		return errTorn
+	}
+	*n = node{ver: u64(b[offVer:]), keys: n.keys[:0], kids: n.kids[:0], ents: n.ents[:0], free: n.free[:0]}
 	if u64(b[g.size-8:]) != n.ver {
-		return nil, errTorn
+		return errTorn
 	}
 	n.level = int(b[offLevel])
 	flags := b[offFlags]
 	n.hasLow, n.hasHigh = flags&flagLow != 0, flags&flagHigh != 0
-	end := g.head
+	end, z := g.head, g.zLeaf
 	if n.level > 0 {
-		end = g.size - 8
+		end, z = g.size-8, g.zInner
 	}
-	if u32(b[offCRC:]) != sum(b[offVer:offCRC], b[offSibling:end]) {
-		return nil, errTorn
+	if u32(b[offCRC:]) != sumZ(z, b[offVer:offCRC], b[offSibling:end]) {
+		return errTorn
 	}
 	n.sibling, n.leftmost = u64(b[offSibling:]), u64(b[offLeftmost:])
 	var ok bool
 	if n.low, ok = g.fence(b[offFences:]); !ok {
-		return nil, errTorn
+		return errTorn
 	}
 	if n.high, ok = g.fence(b[offFences+1+g.KeySize:]); !ok {
-		return nil, errTorn
+		return errTorn
 	}
 	if n.level > 0 {
-		return n, g.decodeInner(n, b, int(u16(b[offCount:])))
+		return g.decodeInner(n, b, int(u16(b[offCount:])))
 	}
-	return n, g.decodeLeaf(n, b)
+	return g.decodeLeaf(n, b)
 }
 
 func (g *geometry) fence(b []byte) ([]byte, bool) {
@@ -111,7 +122,7 @@ func (g *geometry) decodeInner(n *node, b []byte, count int) error {
 	if count > g.InnerSlots || n.leftmost == 0 {
 		return errTorn
 	}
-	n.keys, n.kids = make([][]byte, count), make([]uint64, count)
+	n.keys, n.kids = slices.Grow(n.keys[:0], count)[:count], slices.Grow(n.kids[:0], count)[:count]
 	for i := range count {
 		e := b[g.head+i*g.innerEnt:]
 		k := int(e[0])
@@ -128,6 +139,7 @@ func (g *geometry) decodeInner(n *node, b []byte, count int) error {
 }
 
 func (g *geometry) decodeLeaf(n *node, b []byte) error {
+	n.ents = slices.Grow(n.ents, g.LeafSlots) // one allocation for a new node, none for a reused one
 	for i := range g.LeafSlots {
 		e, err := g.decodeEntry(b[g.head+i*g.leafEnt:][:g.leafEnt], uint32(n.ver))
 		if err != nil {
@@ -150,7 +162,7 @@ func (g *geometry) decodeLeaf(n *node, b []byte) error {
 func (g *geometry) decodeEntry(e []byte, tag uint32) (entry, error) {
 	r := len(e) - 8
 	v := u32(e)
-	if u32(e[r:]) != v || u32(e[r+4:]) != tag || u32(e[4:]) != sum(e[0:4], e[8:]) {
+	if u32(e[r:]) != v || u32(e[r+4:]) != tag || u32(e[4:]) != sumZ(g.zEnt, e[0:4], e[8:]) {
 		return entry{}, errTorn
 	}
 	k, vl := int(e[8]), int(u16(e[9:]))

@@ -18,26 +18,42 @@ const maxTorn = 1000
 // reading again while it is torn (a writer is mid-way). The node
 // aliases the buffer.
 func (c *Client) readNode(ctx context.Context, s *slot, p uint64, off int) (*node, error) {
-	if !c.valid(p) {
-		return nil, fmt.Errorf("%w: sherman: pointer %#x outside the tree", btree.ErrLayout, p)
+	n := new(node)
+	if err := c.readInto(ctx, s, p, off, n); err != nil {
+		return nil, err
 	}
-	w := verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{s.sge(off, c.g.size)}, RemoteAddr: c.nodeAddr(p), RKey: c.rkey(ptrNode(p))}
+	return n, nil
+}
+
+// readInto is readNode decoding into n (the slot's scratch node on the
+// read paths, which then allocate nothing).
+func (c *Client) readInto(ctx context.Context, s *slot, p uint64, off int, n *node) error {
+	if !c.valid(p) {
+		return fmt.Errorf("%w: sherman: pointer %#x outside the tree", btree.ErrLayout, p)
+	}
 	for try := 0; ; try++ {
-		s.list = append(s.list[:0], w)
+		s.list = append(s.list[:0], c.readWR(s, 0, p, off))
 		if err := c.ops.do(ctx, s, ptrNode(p), s.list); err != nil {
-			return nil, err
+			return err
 		}
-		n, err := c.g.decode(s.buf[off : off+c.g.size])
+		err := c.g.decodeInto(n, s.buf[off:off+c.g.size])
 		if err == nil {
-			return n, nil
+			return nil
 		}
 		if try == maxTorn {
-			return nil, fmt.Errorf("%w: sherman: node %#x never reads whole: %w", btree.ErrLayout, p, err)
+			return fmt.Errorf("%w: sherman: node %#x never reads whole: %w", btree.ErrLayout, p, err)
 		}
 		if err := pause(ctx, try); err != nil {
-			return nil, err
+			return err
 		}
 	}
+}
+
+// readWR is the READ of node p into the slot's buffer at off, its SGE
+// the slot's i-th.
+func (c *Client) readWR(s *slot, i int, p uint64, off int) verbs.SendWR {
+	s.sgl[i] = s.sge(off, c.g.size)
+	return verbs.SendWR{Opcode: verbs.OpRead, SGL: s.sgl[i : i+1 : i+1], RemoteAddr: c.nodeAddr(p), RKey: c.rkey(ptrNode(p))}
 }
 
 // readCopy reads node p and returns a copy that owns its bytes.
@@ -78,17 +94,25 @@ func (c *Client) rootPtr(ctx context.Context, s *slot) (uint64, error) {
 // leafFor finds the leaf that should hold key: down from the root
 // through internal nodes, taken from the cache when there (fresh: read
 // them all). It returns the leaf and the internal nodes it passed (to
-// drop from the cache when the leaf turns out stale).
+// drop from the cache when the leaf turns out stale; the slice is the
+// slot's until its next leafFor).
 func (c *Client) leafFor(ctx context.Context, s *slot, key []byte, fresh bool) (uint64, []uint64, error) {
+	p, _, path, err := c.leafParent(ctx, s, key, fresh)
+	return p, path, err
+}
+
+// leafParent is leafFor that also returns the level-1 node it took the
+// leaf from (a cached copy; nil when the root is a leaf).
+func (c *Client) leafParent(ctx context.Context, s *slot, key []byte, fresh bool) (uint64, *node, []uint64, error) {
 	if fresh {
 		c.root.Store(0)
 	}
 	p, err := c.rootPtr(ctx, s)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, nil, err
 	}
 	root := p
-	var path []uint64
+	path := s.path[:0]
 	for {
 		var n *node
 		if !fresh {
@@ -96,10 +120,10 @@ func (c *Client) leafFor(ctx context.Context, s *slot, key []byte, fresh bool) (
 		}
 		if n == nil {
 			if n, err = c.readCopy(ctx, s, p); err != nil {
-				return 0, nil, err
+				return 0, nil, nil, err
 			}
 			if n.level == 0 {
-				return p, path, nil
+				return p, nil, path, nil
 			}
 			if p == root && n.sibling != 0 {
 				c.root.Store(0) // the root split: read the root word next time
@@ -114,7 +138,7 @@ func (c *Client) leafFor(ctx context.Context, s *slot, key []byte, fresh bool) (
 			continue
 		}
 		if n.level == 1 {
-			return n.child(key), path, nil
+			return n.child(key), n, path, nil
 		}
 		p = n.child(key)
 	}
@@ -159,8 +183,8 @@ func (c *Client) Get(ctx context.Context, key, dst []byte) ([]byte, error) {
 	}
 	p, path, err := c.leafFor(ctx, s, key, false)
 	for err == nil {
-		var n *node
-		if n, err = c.readNode(ctx, s, p, c.offNode); err != nil {
+		n := &s.leaf
+		if err = c.readInto(ctx, s, p, c.offNode, n); err != nil {
 			break
 		}
 		if n.level != 0 || !n.covers(key) {

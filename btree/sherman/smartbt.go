@@ -128,7 +128,13 @@ func (c *SmartConfig) runtimeConfig(pd verbs.PD, poll verbs.PollPolicy) (smart.C
 }
 
 // SmartQPCap is the capacity a Connect's QP needs for tasks operations
-// in flight on it (each posts lists of at most 4 requests).
+// in flight on it (a worker's post fails on a full send queue): each
+// posts lists of at most 4 requests, a scan's of at most 16 READs.
 func SmartQPCap(tasks int) verbs.QPCap {
-	return verbs.QPCap{MaxSendWR: 8*tasks + 16, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
+	return verbs.QPCap{MaxSendWR: QPDepth(tasks), MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}
 }
+
+// QPDepth is the send queue depth a QP to a memory node needs for ops
+// operations in flight on it (Config.Slots of a Sherman client, Tasks
+// of a Smart-BT worker).
+func QPDepth(ops int) int { return maxRun*ops + 16 }

@@ -208,11 +208,17 @@ func TestSpecConcurrent(t *testing.T) {
 }
 
 // TestSmartRoundTrips: a warm speculative Get is one round trip and
-// reads one entry; a warm Sherman+ Get is one round trip and reads the
-// leaf.
+// reads one entry (a hit, counted); a warm Sherman+ Get is one round
+// trip and reads the leaf — on a loop fabric and over tcp (the memory
+// node in its own process).
 func TestSmartRoundTrips(t *testing.T) {
+	t.Run("loop", func(t *testing.T) { smartRoundTrips(t, newBed(t, 1, 16<<20)) })
+	t.Run("tcp", func(t *testing.T) { smartRoundTrips(t, tcpNode(t)) })
+}
+
+// smartRoundTrips is TestSmartRoundTrips on bed b.
+func smartRoundTrips(t *testing.T, b *bed) {
 	ctx := context.Background()
-	b := newBed(t, 1, 16<<20)
 	l := sherman.Layout{KeySize: 16, ValueSize: 16, LeafSlots: 8, InnerSlots: 8}
 	w := b.client(t, sherman.Config{Layout: l})
 	const n = 500
@@ -244,6 +250,9 @@ func TestSmartRoundTrips(t *testing.T) {
 		}
 		if got := s1.BytesRead - s0.BytesRead; got != uint64(n*tc.bytes) {
 			t.Fatalf("%v: %d warm Gets read %d bytes, want %d each", tc.tech, n, got, tc.bytes)
+		}
+		if hits := s1.SpecHits - s0.SpecHits; tc.tech&sherman.SpecLookup != 0 && hits != n || s1.SpecMisses != s0.SpecMisses {
+			t.Fatalf("%v: %d warm Gets: %d speculative hits, %d misses", tc.tech, n, hits, s1.SpecMisses-s0.SpecMisses)
 		}
 		t.Logf("%v: a warm Get reads %d B (a node is %d B)", tc.tech, tc.bytes, sherman.NodeSizeOf(l))
 	}

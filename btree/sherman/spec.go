@@ -107,7 +107,8 @@ func (c *Client) specGet(ctx context.Context, s *slot, key, dst []byte) (_ []byt
 	if !found || !c.valid(pos.leaf) || pos.slot < 0 || pos.slot >= c.g.LeafSlots {
 		return dst, false, nil
 	}
-	w := verbs.SendWR{Opcode: verbs.OpRead, SGL: []verbs.SGE{s.sge(offEntry, c.g.leafEnt)},
+	s.sgl[0] = s.sge(offEntry, c.g.leafEnt)
+	w := verbs.SendWR{Opcode: verbs.OpRead, SGL: s.sgl[:1:1],
 		RemoteAddr: c.nodeAddr(pos.leaf) + uint64(c.g.head+pos.slot*c.g.leafEnt), RKey: c.rkey(ptrNode(pos.leaf))}
 	s.list = append(s.list[:0], w)
 	if err := c.ops.do(ctx, s, ptrNode(pos.leaf), s.list); err != nil {

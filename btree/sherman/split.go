@@ -10,10 +10,11 @@ import (
 
 // Test hooks: a test makes a client stop at one of these points (the
 // hook returns an error, the operation returns it holding what it
-// holds) to kill it there.
+// holds) to kill it there, or makes other clients act there.
 const (
-	hookLocked    = "locked"     // a writer holds a leaf's lock
-	hookSplitHalf = "split-half" // a split wrote both halves, the parent lacks the new one
+	hookLocked      = "locked"       // a writer holds a leaf's lock
+	hookSplitHalf   = "split-half"   // a split wrote both halves, the parent lacks the new one
+	hookScanPlanned = "scan-planned" // a scan chose its run of leaves and has not read them
 )
 
 // testHook, when set (by tests only, before clients start), is called

@@ -37,7 +37,7 @@ func init() {
 
 // tcpNode starts a memory node process and returns a bed whose client
 // device (tcp, in this process) reaches it.
-func tcpNode(t *testing.T) *bed {
+func tcpNode(t testing.TB) *bed {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a process")
