@@ -30,7 +30,17 @@ func init() {
 			}
 			var targets []smartTargetFunc
 			for _, tr := range transports {
-				targets = append(targets, fordNodesOn(tr))
+				if smartKeeps(env, tr) {
+					targets = append(targets, fordNodesOn(tr))
+				}
+			}
+			if len(targets) == 0 {
+				var names []string
+				for _, v := range smartVariants {
+					names = append(names, v.name)
+				}
+				return nil, fmt.Errorf("%w: --only %v: txn-smart's series are %s, over %s (NAME or NAME/TRANSPORT)",
+					bench.ErrNoSystem, env.Only, strings.Join(names, ", "), strings.Join(transports, " and "))
 			}
 			return runSmart(ctx, env, targets)
 		},
@@ -202,6 +212,17 @@ func newSmartRun(env *bench.Env) *smartRun {
 	return u
 }
 
+// smartKeeps reports whether env's --only keeps any series over
+// transport tr.
+func smartKeeps(env *bench.Env, tr string) bool {
+	for _, v := range smartVariants {
+		if env.Keeps(v.name, tr) {
+			return true
+		}
+	}
+	return false
+}
+
 // runSmart runs txn-smart on the targets, one after the other, each
 // alone.
 func runSmart(ctx context.Context, env *bench.Env, starts []smartTargetFunc) (*bench.Result, error) {
@@ -264,6 +285,9 @@ func (u *smartRun) alone(ctx context.Context, env *bench.Env, start smartTargetF
 		for _, wl := range smartWorkloads {
 			for _, n := range u.tasks {
 				for _, v := range smartVariants {
+					if !env.Keeps(v.name, tg.transport) {
+						continue
+					}
 					if err := u.point(ctx, tg, v, wl, n); err != nil {
 						return fmt.Errorf("%s over %s, %s, %d tasks per worker: %w", v.name, tg.transport, wl, n, err)
 					}
@@ -335,6 +359,9 @@ func (u *smartRun) rows(r *bench.Result) []string {
 				ref := u.stat(tr, fordName, wl, n)
 				for _, v := range smartVariants {
 					ss := u.samples[smartKey(tr, v.name, wl, n)]
+					if len(ss) == 0 {
+						continue // not measured (--only)
+					}
 					st := u.stat(tr, v.name, wl, n)
 					r.AddRow(v.name, tr, wl, smartWorkers, n, smartWorkers*n, st.rate, num(st.spread), st.p50, st.p99,
 						num(st.aborts), num(st.trips), num(commitTrips(ss)), num(medianOf(ss, func(s smartSample) float64 { return s.retryRate })),

@@ -117,3 +117,23 @@ func TestSmartFailsUnserializable(t *testing.T) {
 		t.Errorf("run: %v, want the target's error", err)
 	}
 }
+
+// TestSmartOnly: --only keeps the series named (FORD and Smart-DTX
+// here): only their clients are opened and only their rows made.
+func TestSmartOnly(t *testing.T) {
+	var opened, closed, stopped atomic.Int32
+	env := quickEnv()
+	env.Only = []string{"FORD", "smart-dtx/memory"}
+	r, err := runSmart(t.Context(), env, []smartTargetFunc{memSmartTarget(&opened, &closed, &stopped)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(smartWorkloads) * len(quickSmartTasks) * 2; len(r.Rows) != want || int(opened.Load()) != want {
+		t.Fatalf("%d rows, %d clients, want %d", len(r.Rows), opened.Load(), want)
+	}
+	for _, row := range r.Rows {
+		if sys := col(t, r, row, "system"); sys != fordName && sys != smartDTXName {
+			t.Errorf("a row of %v, not selected", sys)
+		}
+	}
+}
