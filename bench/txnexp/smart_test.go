@@ -63,7 +63,7 @@ func TestSmartRows(t *testing.T) {
 		if rate, ok := col(t, r, row, "rate").(float64); !ok || rate <= 0 {
 			t.Errorf("%v: rate %v", row[:6], col(t, r, row, "rate"))
 		}
-		if n, ok := col(t, r, row, "checked").(int); !ok || n <= last[wl] {
+		if n, ok := col(t, r, row, "checked").(int); !ok || n <= 0 || n < last[wl] {
 			t.Errorf("%v: checked %v after %d", row[:6], col(t, r, row, "checked"), last[wl])
 		} else {
 			last[wl] = n
@@ -93,7 +93,7 @@ func TestSmartRows(t *testing.T) {
 	}
 	notes := strings.Join(r.Notes, "\n")
 	for _, want := range []string{"Smart-DTX against FORD over memory at 8 tasks per worker (16 client goroutines), same run: SmallBank: rate ",
-		"p50 ", "TATP: rate ", "FORD's read-write SmallBank commits took 2.00 round trips on average", "money", "held at the end over: memory"} {
+		"p50 ", "TATP: rate ", "FORD's read-write SmallBank commits took 2.00 round trips on average", "money", "held at the end over: memory", "Serializable over memory, the whole history after the last point: "} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("notes lack %q: %s", want, notes)
 		}
