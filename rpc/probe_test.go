@@ -14,7 +14,9 @@ import (
 // dies) fails within a few probe intervals, not at its caller's
 // deadline; with probing off (the negative control) it waits for the
 // deadline. A handler slower than the probe interval on a live server is
-// answered: the probe is not a call timeout.
+// answered, and one that holds a call past its caller's deadline ends
+// that call by the deadline and leaves the connection up: the probe is
+// not a call timeout.
 func TestProbeFindsGoneServer(t *testing.T) {
 	for _, scheme := range []string{"loop", "tcp"} {
 		t.Run(scheme, func(t *testing.T) {
@@ -24,6 +26,20 @@ func TestProbeFindsGoneServer(t *testing.T) {
 			defer cancel()
 			if n, err := slow.c.Call(ctx, methodHold, []byte("x"), resp); err != nil || string(resp[:n]) != "x" {
 				t.Fatalf("a handler slower than the probe interval on a live server: %q, %v", resp[:n], err)
+			}
+
+			// A live server that does not answer within the caller's
+			// deadline (its handler holds the call): the probes succeed,
+			// the call ends by its deadline, the connection stays up.
+			mute := probeServer(t, scheme, 20*time.Millisecond)
+			short, cancelShort := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			defer cancelShort()
+			if _, err := mute.c.Call(short, methodHold, []byte("y"), resp); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("a live server that holds the call past the deadline: %v, want the deadline", err)
+			}
+			<-mute.taken
+			if n, err := mute.c.Call(ctx, methodHold, []byte("z"), resp); err != nil || string(resp[:n]) != "z" {
+				t.Fatalf("after a call the server held past its deadline: %q, %v (the probes must not have failed the connection)", resp[:n], err)
 			}
 
 			gone := probeServer(t, scheme, 50*time.Millisecond)

@@ -3,13 +3,16 @@ package sherman_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rdmakit/rdmakit/btree/sherman"
+	"github.com/rdmakit/rdmakit/transport/loop"
 )
 
 // TestScanRunTrips: with a warm index cache a 100-key scan reads its
@@ -178,4 +181,59 @@ func TestScanRunConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestScanRunCancel: a scan whose run of leaf READs is in flight when its
+// context ends (the memory node paused) stops with the context's error,
+// having returned no key it had not read; after the node resumes the
+// client is whole (its slot came back): the same scan returns every key,
+// and writes go through. Sherman and Smart-BT alike.
+func TestScanRunCancel(t *testing.T) {
+	for _, sys := range []struct {
+		name string
+		cfg  sherman.Config
+	}{{"sherman", sherman.Config{Slots: 2}}, {"smart-bt", smartCfg(sherman.AllTechniques)}} {
+		t.Run(sys.name, func(t *testing.T) {
+			ctx := context.Background()
+			b := newBed(t, 1, 32<<20)
+			sys.cfg.Layout = sherman.Layout{KeySize: 16, ValueSize: 16, LeafSlots: 16, InnerSlots: 32}
+			c := b.client(t, sys.cfg)
+			const n = 1000
+			for i := range n {
+				if err := c.Put(ctx, benchKey(i), []byte("v")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f := loop.Get(b.fabric)
+			f.Pause("mem0")
+			for range 4 { // more than the Sherman client's two slots: each came back
+				short, cancel := context.WithTimeout(ctx, 5*time.Millisecond)
+				it := c.Scan(short, benchKey(100), nil, 100)
+				got := 0
+				for it.Next() {
+					got++
+				}
+				cancel()
+				if !errors.Is(it.Err(), context.DeadlineExceeded) || got != 0 {
+					t.Fatalf("a scan while the node is paused: %d keys, %v; want none and the deadline", got, it.Err())
+				}
+				it.Close()
+			}
+			f.Resume("mem0")
+			it := c.Scan(ctx, benchKey(100), nil, 100)
+			got := 0
+			for it.Next() {
+				if !bytes.Equal(it.Key(), benchKey(100+got)) {
+					t.Fatalf("after resume: key %d is %s", got, it.Key())
+				}
+				got++
+			}
+			if it.Err() != nil || got != 100 {
+				t.Fatalf("after resume: %d keys, %v", got, it.Err())
+			}
+			if err := c.Put(ctx, benchKey(5), []byte("w")); err != nil {
+				t.Fatalf("put after the cancelled scans: %v", err)
+			}
+		})
+	}
 }
