@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/spf13/pflag"
+
 	"github.com/rdmakit/rdmakit/btree/sherman"
 )
 
@@ -25,10 +27,7 @@ type btreeSmartFlags struct {
 	limit      int
 }
 
-func (s *btreeSmartFlags) add(f interface {
-	StringVar(*string, string, string, string)
-	IntVar(*int, string, int, string)
-}) {
+func (s *btreeSmartFlags) add(f *pflag.FlagSet) {
 	f.StringVar(&s.techniques, "smart", "", "sherman: run on Smart's runtime with these techniques on: all (Smart-BT), none (Sherman+: per-worker QPs alone) or a comma list of throttling, backoff, coroutine, spec (speculative lookup); empty: plain Sherman")
 	f.IntVar(&s.workers, "workers", 0, "with --smart: the runtime's workers, each with its own CQ and QP to the node (default GOMAXPROCS)")
 	f.IntVar(&s.limit, "wr-limit", 0, "with --smart including throttling: a worker's outstanding work requests, fixed (0: tuned by Smart's epochs)")
