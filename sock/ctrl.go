@@ -17,7 +17,7 @@ type ctrlPath struct {
 	recvCQ verbs.CQ
 
 	mu         sync.Mutex // TX side
-	write      uint64    // entries written to the peer's control ring
+	write      uint64     // entries written to the peer's control ring
 	posted     uint64
 	completed  uint64
 	unsignaled int

@@ -155,9 +155,20 @@ func (ep *endpoint) handshake(ctx context.Context, ctl net.Conn, dialer bool) (*
 		return fail(err)
 	}
 	if !dialer {
+		// Nothing may be written to the dialer before its QPs are
+		// connected: wait for READY.
 		if err := writeMsg(ctl, encodeParams(msgWelcome, l.local)); err != nil {
 			return fail(fmt.Errorf("sock: welcome: %w", err))
 		}
+		body, err := readMsg(ctl, buf)
+		if err != nil {
+			return fail(fmt.Errorf("sock: handshake: %w", err))
+		}
+		if len(body) != 1 || body[0] != msgReady {
+			return fail(fmt.Errorf("%w: expected READY", ErrProtocol))
+		}
+	} else if err := writeMsg(ctl, []byte{msgReady}); err != nil {
+		return fail(fmt.Errorf("sock: ready: %w", err))
 	}
 	if ctx.Err() != nil {
 		return fail(ctx.Err())

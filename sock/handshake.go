@@ -9,7 +9,7 @@ import (
 // The control stream of a link (a Unix socket for shm, a TCP connection
 // for tcp — the thesis' NTM channel) carries length-prefixed messages:
 // u32 length, then the body, whose first byte is the message type. Link
-// set-up is HELLO → WELCOME; each connection is SYN → SYNACK or REJECT.
+// set-up is HELLO → WELCOME → READY; each connection is SYN → SYNACK or REJECT.
 // Records and teardown (FIN, RST) travel in the rings, in order with the
 // data.
 const (
@@ -18,6 +18,7 @@ const (
 	msgSyn     = 3
 	msgSynAck  = 4
 	msgReject  = 5
+	msgReady   = 6 // the dialer's QPs are connected: the listener may write
 
 	helloMagic   = "RKSOCK1\x00"
 	maxCtlMsg    = 4096

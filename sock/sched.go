@@ -169,7 +169,10 @@ func (p *partition) txTurn(c *Conn) bool {
 // txRound gives every connection waiting at the round's start one turn.
 func (p *partition) txRound() bool {
 	did := false
-	for n := len(p.sched.active); n > 0; n-- {
+	p.sched.mu.Lock()
+	n := len(p.sched.active)
+	p.sched.mu.Unlock()
+	for ; n > 0; n-- {
 		c := p.sched.next()
 		if c == nil {
 			break
@@ -184,8 +187,12 @@ func (p *partition) txRound() bool {
 	return did
 }
 
-// rxRound polls the ring once.
-func (p *partition) rxRound() bool { return p.tryPoll(256) > 0 }
+// rxRound polls the ring once, and the control ring for credit.
+func (p *partition) rxRound() bool {
+	n := p.tryPoll(256)
+	p.l.ctrl.pollCredits()
+	return n > 0
+}
 
 // startWorkers runs the partition's goroutines for mode.
 func (p *partition) startWorkers(mode Mode) {

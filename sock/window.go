@@ -27,7 +27,7 @@ const (
 	winShadowOff   = 128
 	winCtrlShadow  = winShadowOff + 64*MaxPartitions
 	winHeaderSize  = 4096
-	ctrlEntries    = 4096 // entries of the control ring (8 bytes each)
+	ctrlEntries    = 4096               // entries of the control ring (8 bytes each)
 	winMagic       = 0x31574b434f534b52 // "RKSOCKW1"
 )
 
