@@ -35,6 +35,8 @@ type Conn struct {
 	rstSent     bool
 	freed       bool
 	rxSig       chan struct{}
+	direct      []byte // a blocked Read's buffer: data goes straight in
+	directN     int
 
 	// Send side.
 	sent    uint32        // bytes sent (mod 2^32), under wmu
@@ -94,7 +96,14 @@ func (c *Conn) deliver(h header, payload []byte) {
 			c.rstRecv = true
 			rst = !c.rstSent
 		default:
-			c.rxq.write(payload)
+			if k := len(c.direct) - c.directN; k > 0 && c.rxq.len() == 0 {
+				k = copy(c.direct[c.directN:], payload)
+				c.directN += k
+				payload = payload[k:]
+			}
+			if len(payload) > 0 {
+				c.rxq.write(payload)
+			}
 		}
 	case kindFin:
 		c.finRecv = true
@@ -158,7 +167,11 @@ func (c *Conn) Read(b []byte) (int, error) {
 	parks := 0
 	for i := 0; ; i++ {
 		c.rxMu.Lock()
-		n := c.rxq.read(b)
+		n := c.directN
+		c.direct, c.directN = nil, 0
+		if n == 0 {
+			n = c.rxq.read(b)
+		}
 		fin, rst := c.finRecv, c.rstRecv
 		var grant uint32
 		give := false
@@ -188,6 +201,13 @@ func (c *Conn) Read(b []byte) (int, error) {
 		case c.rd.passed():
 			return 0, c.opErr("read", errTimeout)
 		}
+		// Whoever delivers a record for this connection while Read waits
+		// copies it straight into b.
+		c.rxMu.Lock()
+		if c.rxq.len() == 0 {
+			c.direct = b
+		}
+		c.rxMu.Unlock()
 		if c.l.ep.cfg.Mode == Direct && c.part.tryPoll(64) > 0 {
 			continue
 		}
@@ -212,12 +232,8 @@ func (c *Conn) Read(b []byte) (int, error) {
 		if c.readable() {
 			continue
 		}
-		if err := park(c.rxSig, c.rd, c.closed, c.l.done, parks); err != nil {
-			if err == errTimeout {
-				return 0, c.opErr("read", errTimeout)
-			}
-			continue // closed: the next round says so
-		}
+		// The next round takes what was delivered and says why it ended.
+		park(c.rxSig, c.rd, c.closed, c.l.done, parks)
 		parks++
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,10 @@ func (ep *endpoint) localAddr(l *link) Addr {
 
 func (ep *endpoint) remoteAddr(l *link) Addr {
 	if ep.ln != nil {
+		if l.peer.transport == "shm" {
+			// A dialer's Unix socket has no name: name its device.
+			return Addr{Transport: "shm", Host: strings.TrimPrefix(l.peer.device, "shm://")}
+		}
 		return Addr{Transport: ep.dev.Attr().Transport, Host: l.ctl.RemoteAddr().String()}
 	}
 	return l.remote
