@@ -3,6 +3,8 @@ package sock
 import (
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -103,6 +105,15 @@ type Config struct {
 	// Backlog is the number of connections waiting for Accept. Zero means
 	// DefaultBacklog.
 	Backlog int
+	// App names the application to peers and the control plane (sockd's
+	// quotas and allow-list are per application). Empty means the base
+	// name of the executable.
+	App string
+	// Control is the host's control plane (a sockd client): listeners
+	// register with it and ask it to admit each connection; Dialer's
+	// DialContext asks it whether a plain address has an rdmakit endpoint.
+	// Nil means none.
+	Control ControlPlane
 	// Logger receives the endpoint's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -134,6 +145,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.App == "" {
+		c.App = filepath.Base(os.Args[0])
 	}
 	switch {
 	case c.Partitions < 1 || c.Partitions > MaxPartitions:

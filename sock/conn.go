@@ -51,6 +51,8 @@ type Conn struct {
 
 	// SP2C / SPSC: the send queue the partition's TX goroutine drains.
 	txq txQueue
+
+	onFree func() // the control plane's Release, for accepted connections
 }
 
 func newConn(l *link, id connID, rcvbuf int) *Conn {

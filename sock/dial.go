@@ -112,13 +112,23 @@ func (d *Dialer) link(ctx context.Context, a Addr) (*link, error) {
 
 // DialContext dials like net.Dialer.DialContext, for http.Transport and
 // grpc.WithContextDialer: network "sock+shm" (or "shm") with address NAME,
-// "sock+tcp" with HOST:PORT; any other network dials plain TCP.
+// "sock+tcp" with HOST:PORT. Any other network is a plain one: with a
+// control plane (Config.Control) the Dialer asks it whether the address is
+// served by an rdmakit endpoint and dials that; otherwise, or when it is
+// not, it falls back to a plain net.Dialer — so a client dials rdmakit
+// servers and ordinary ones alike.
 func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	switch network {
 	case "shm", "sock+shm":
 		return d.Dial(ctx, "shm://"+address)
 	case "sock+tcp":
 		return d.Dial(ctx, "tcp://"+address)
+	}
+	if cp := d.Config.Control; cp != nil {
+		uri, ok, err := cp.Resolve(ctx, network, address)
+		if err == nil && ok {
+			return d.Dial(ctx, uri)
+		}
 	}
 	var nd net.Dialer
 	return nd.DialContext(ctx, network, address)

@@ -67,7 +67,7 @@ func openEndpoint(cfg Config, transport, host string) (*endpoint, error) {
 	}
 	return &endpoint{
 		cfg: cfg, log: cfg.Logger.With("sock", transport, "device", dev.Address()),
-		app: os.Args[0], dev: dev, pd: pd,
+		app: cfg.App, dev: dev, pd: pd,
 		links: map[*link]struct{}{}, byPeer: map[string]*link{}, dialing: map[string]*linkDial{},
 	}, nil
 }
@@ -203,17 +203,39 @@ func (ep *endpoint) acceptSyn(l *link, m *synMsg) {
 		reject(rejClosing, "listener closed")
 		return
 	}
-	if err := ln.admit(l); err != nil {
-		reject(rejPolicy, err.Error())
-		return
+	part := -1
+	if cp := ep.cfg.Control; cp != nil {
+		ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
+		p, err := cp.Admit(ctx, ln.addr, l.peer.app, len(l.parts))
+		cancel()
+		if err != nil {
+			reject(rejPolicy, err.Error())
+			return
+		}
+		if p >= len(l.parts) {
+			p = -1
+		}
+		part = p
+	}
+	release := func() {
+		if cp := ep.cfg.Control; cp != nil {
+			cp.Release(ln.addr, l.peer.app, part)
+		}
 	}
 	id, ok := l.allocSlot()
 	if !ok {
+		release()
 		reject(rejSlots, "no connection slot")
 		return
 	}
+	if part < 0 {
+		part = l.pickPartition()
+	}
 	c := newConn(l, id, ep.cfg.ReadBuffer)
-	c.established(m.dialer, l.pickPartition(), m.rcvbuf)
+	c.established(m.dialer, part, m.rcvbuf)
+	if ep.cfg.Control != nil {
+		c.onFree = release
+	}
 	l.register(id, c)
 	select {
 	case ln.accepts <- c:

@@ -189,6 +189,9 @@ func (l *link) fail(err error) {
 		for _, c := range conns {
 			if c != nil {
 				c.linkFailed()
+				if c.onFree != nil {
+					c.onFree()
+				}
 			}
 		}
 		for _, ch := range dials {
@@ -364,6 +367,9 @@ func (l *link) freeSlot(id connID) {
 	defer l.mu.Unlock()
 	if int(id.slot) >= len(l.gens) || l.gens[id.slot] != id.gen {
 		return
+	}
+	if c := l.conns[id.slot]; c != nil && c.onFree != nil {
+		defer c.onFree()
 	}
 	l.conns[id.slot] = nil
 	l.gens[id.slot] = (l.gens[id.slot] + 1) & hdrGenMask // records still in flight for it are dropped

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 )
 
@@ -18,9 +19,7 @@ type Listener struct {
 	once    sync.Once
 	wg      sync.WaitGroup
 
-	// admit, when set (sockd), decides whether a link may open another
-	// connection.
-	policy func(app string, conns int) error
+	unregister func() // the control plane's
 }
 
 // Listen listens at uri with the default Config: "shm://NAME" for processes
@@ -59,6 +58,18 @@ func (c Config) Listen(ctx context.Context, uri string) (*Listener, error) {
 	ep.ln = ln
 	ep.addr = a
 	ep.log = ep.log.With("listen", a.String())
+	if cp := cfg.Control; cp != nil {
+		unreg, err := cp.Register(ctx, ListenerInfo{
+			Addr: a, App: cfg.App, PID: os.Getpid(),
+			Partitions: cfg.Partitions, RingSize: cfg.RingSize, MTU: cfg.MTU,
+		})
+		if err != nil {
+			ctl.Close()
+			ep.closeDevice()
+			return nil, fmt.Errorf("sock: register with the control plane: %w", err)
+		}
+		ln.unregister = unreg
+	}
 	ln.wg.Add(1)
 	go ln.serve()
 	return ln, nil
@@ -96,16 +107,6 @@ func (ln *Listener) serve() {
 
 func (ln *Listener) isClosed() bool { return isClosed(ln.done) }
 
-func (ln *Listener) admit(l *link) error {
-	if ln.policy == nil {
-		return nil
-	}
-	l.mu.Lock()
-	n := l.nconns
-	l.mu.Unlock()
-	return ln.policy(l.peer.app, n)
-}
-
 // Accept waits for the next connection.
 func (ln *Listener) Accept() (net.Conn, error) {
 	select {
@@ -126,6 +127,9 @@ func (ln *Listener) Close() error {
 	})
 	if !first {
 		return &net.OpError{Op: "close", Net: ln.addr.Network(), Addr: ln.addr, Err: net.ErrClosed}
+	}
+	if ln.unregister != nil {
+		ln.unregister()
 	}
 	err := ln.ctl.Close()
 	ln.wg.Wait()
