@@ -49,8 +49,9 @@ func openEndpoint(cfg Config, transport, host string) (*endpoint, error) {
 	var uri string
 	switch transport {
 	case "shm":
-		// The device carries only doorbells two-sided: small rings.
-		uri = fmt.Sprintf("shm://sock-%d-%d?ring=65536", os.Getpid(), devSeq.Add(1))
+		// The device's rings carry only doorbells; their size also sets
+		// the largest WRITE (a quarter: 256 KiB).
+		uri = fmt.Sprintf("shm://sock-%d-%d?ring=1048576", os.Getpid(), devSeq.Add(1))
 	case "tcp":
 		uri = "tcp://" + net.JoinHostPort(host, "0")
 	default:

@@ -12,7 +12,7 @@ import (
 //
 // Header bits, least significant first:
 //
-//	0..23   payload length in bytes (at most the link's MTU)
+//	0..23   payload length in bytes (at most a quarter of the ring)
 //	24..27  kind: data, fin, rst, pad
 //	28      sync: the sender asks for the receiver's read index
 //	29..31  reserved, zero
@@ -80,8 +80,9 @@ func (h header) encode() uint64 {
 	return w
 }
 
-// decodeHeader decodes w; it rejects words no honest sender writes.
-func decodeHeader(w uint64, mtu int) (header, error) {
+// decodeHeader decodes w; it rejects words no honest sender writes. max is
+// the largest payload a record may carry.
+func decodeHeader(w uint64, max int) (header, error) {
 	if w&hdrValid == 0 || w&hdrRsvMask != 0 {
 		return header{}, fmt.Errorf("%w: header %#016x: invalid bits", ErrProtocol, w)
 	}
@@ -93,14 +94,13 @@ func decodeHeader(w uint64, mtu int) (header, error) {
 	}
 	switch h.kind {
 	case kindData:
-		if h.n == 0 || h.n > mtu {
-			return header{}, fmt.Errorf("%w: data record of %d bytes (MTU %d)", ErrProtocol, h.n, mtu)
+		if h.n == 0 || h.n > max {
+			return header{}, fmt.Errorf("%w: data record of %d bytes (at most %d)", ErrProtocol, h.n, max)
 		}
-	case kindFin, kindRst:
+	case kindFin, kindRst, kindPad:
 		if h.n != 0 {
 			return header{}, fmt.Errorf("%w: %v record with %d bytes", ErrProtocol, h.kind, h.n)
 		}
-	case kindPad:
 	default:
 		return header{}, fmt.Errorf("%w: header %#016x: unknown kind %d", ErrProtocol, w, h.kind)
 	}

@@ -123,12 +123,12 @@ func (l *link) connect(peer *linkParams) error {
 	// The listener's MTU and slicing rule the link; each side also never
 	// sends more than the other accepts.
 	l.mtu = int(min(peer.mtu, l.local.mtu))
-	l.slice = l.mtu
+	// A record's payload and trailer go in one WRITE: at most the
+	// device's largest message.
+	maxWrite := int(min(l.ep.dev.Attr().MaxMsgSize, 1<<30)) - 2*hdrSize
+	l.slice = min(l.mtu, maxWrite)
 	if l.ep.cfg.NoSlicing {
-		l.slice = min(int(peer.ringSize)/4, hdrMaxLen)
-		if l.dialer {
-			l.slice = l.mtu
-		}
+		l.slice = min(int(peer.ringSize)/4, hdrMaxLen, maxWrite)
 	}
 	var err error
 	l.stage, err = l.ep.pd.AllocMR(l.rlay.size(), verbs.AccessLocalWrite)

@@ -26,8 +26,8 @@ type partition struct {
 	posted     uint64 // work requests posted
 	completed  uint64 // work requests known complete (by signaled ones)
 	unsignaled int
-	wrs        [3]verbs.SendWR
-	sge        [3]verbs.SGE
+	wrs        [4]verbs.SendWR
+	sge        [4]verbs.SGE
 	wc         [16]verbs.WC
 	spaceWait  waitq // goroutines waiting for the peer to free ring space
 	lastShadow uint64
@@ -111,7 +111,7 @@ func (p *partition) room(rec int) (pad int, ok bool) {
 	if sh > p.write {
 		return pad, false // a lying peer: never free more than was written
 	}
-	return pad, p.write+uint64(pad+rec)-sh <= r
+	return pad, p.write+uint64(pad+rec+8)-sh <= r // 8: the trailer
 }
 
 // waitRoom waits, holding the partition, until a record of rec bytes fits.
@@ -154,8 +154,15 @@ func (p *partition) waitRoom(rec int, d *deadline, stop <-chan struct{}) (int, e
 
 // post sends one record: its payload (a then b, h.n bytes in all) into the
 // peer's ring p at the current write index, then its header. The caller
-// holds tok and has checked room. pad > 0 first writes a pad record to the
-// ring's end.
+// holds tok and has checked room. pad > 0 means the record does not fit
+// before the ring's end: it goes to the ring's start and a pad record at
+// the current index says so.
+//
+// The receiver finds each header at the end of the record before it, so
+// the word there must be zero until the header is written (the ring holds
+// old payload bytes from the previous lap): every record carries a zero
+// trailer word after itself, written with or before its payload and
+// before its header. The next record's header later overwrites it.
 func (p *partition) post(h header, pad int, a, b []byte) error {
 	l := p.l
 	if !l.alive() {
@@ -165,29 +172,50 @@ func (p *partition) post(h header, pad int, a, b []byte) error {
 	base := l.rlay.ringOff(p.idx)
 	stage := l.stage.Bytes()
 	n := 0
+	padOff := base + int(p.write%r)
 	if pad > 0 {
-		off := base + int(p.write%r)
-		store64(stage, off, header{kind: kindPad}.encode())
-		p.wrs[n] = p.wordWR(off, n)
-		n++
 		p.write += uint64(pad)
 	}
 	rec := recordSize(h.n)
 	h.sync = p.write+uint64(rec)-p.shadow() > r/2
-	off := base + int(p.write%r)
+	pos := int(p.write % r)
+	off := base + pos
+	end := pos + rec // the trailer's position
+	if end < int(r) {
+		store64(stage, base+end, 0)
+	}
 	if h.n > 0 {
 		dst := stage[off+hdrSize : off+hdrSize+h.n]
 		copy(dst[copy(dst, a):], b)
-		p.sge[n] = verbs.SGE{Addr: l.stage.Addr() + uint64(off+hdrSize), Length: uint32(h.n), LKey: l.stage.LKey()}
+		length := rec - hdrSize // the payload and its alignment padding
+		if end < int(r) {
+			length += 8 // and the trailer
+		}
+		p.sge[n] = verbs.SGE{Addr: l.stage.Addr() + uint64(off+hdrSize), Length: uint32(length), LKey: l.stage.LKey()}
 		p.wrs[n] = verbs.SendWR{
 			Opcode: verbs.OpWrite, SGL: p.sge[n : n+1],
 			RemoteAddr: l.peer.winAddr + uint64(off+hdrSize), RKey: l.peer.winRKey,
 		}
 		n++
 	}
+	if end == int(r) {
+		store64(stage, base, 0)
+		p.wrs[n] = p.wordWR(base, n)
+		n++
+	} else if h.n == 0 {
+		p.wrs[n] = p.wordWR(base+end, n)
+		n++
+	}
 	store64(stage, off, h.encode())
 	p.wrs[n] = p.wordWR(off, n)
 	n++
+	if pad > 0 {
+		// Last: the receiver skips to the start only when the record
+		// there is complete.
+		store64(stage, padOff, header{kind: kindPad}.encode())
+		p.wrs[n] = p.wordWR(padOff, n)
+		n++
+	}
 	p.write += uint64(rec)
 	return p.postWRs(n)
 }
