@@ -14,9 +14,11 @@ type Dialer struct {
 	// Config configures this side of the links the Dialer makes.
 	Config Config
 
-	mu  sync.Mutex
-	eps map[string]*endpoint
-	cfg *Config
+	mu      sync.Mutex
+	cfg     *Config
+	eps     map[string]*endpoint // by transport (and local host for tcp)
+	links   map[string]*link     // by the peer's control address
+	pending map[string]*linkDial // link set-ups in progress
 }
 
 var defaultDialer Dialer
@@ -42,7 +44,8 @@ func (d *Dialer) Dial(ctx context.Context, uri string) (*Conn, error) {
 	return c, nil
 }
 
-// link returns the link to the endpoint at a, making it if needed.
+// link returns the link to the endpoint at a, making it if needed; dials
+// that race for the same peer share one link set-up.
 func (d *Dialer) link(ctx context.Context, a Addr) (*link, error) {
 	network, address := a.controlAddr()
 	d.mu.Lock()
@@ -54,60 +57,76 @@ func (d *Dialer) link(ctx context.Context, a Addr) (*link, error) {
 		}
 		d.cfg = &cfg
 		d.eps = map[string]*endpoint{}
+		d.links = map[string]*link{}
+		d.pending = map[string]*linkDial{}
+	}
+	for {
+		if l := d.links[address]; l != nil && l.alive() {
+			d.mu.Unlock()
+			return l, nil
+		}
+		pd := d.pending[address]
+		if pd == nil {
+			break
+		}
+		d.mu.Unlock()
+		select {
+		case <-pd.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if pd.err != nil {
+			return nil, pd.err
+		}
+		d.mu.Lock()
+	}
+	pd := &linkDial{done: make(chan struct{})}
+	d.pending[address] = pd
+	d.mu.Unlock()
+	l, err := d.newLink(ctx, a, network, address)
+	d.mu.Lock()
+	delete(d.pending, address)
+	if err == nil {
+		d.links[address] = l
 	}
 	d.mu.Unlock()
-	for {
-		d.mu.Lock()
-		// Over tcp the device listens on the host the peer sees us as;
-		// one endpoint per transport and local host.
-		var ep *endpoint
-		for _, e := range d.eps {
-			e.mu.Lock()
-			l := e.byPeer[address]
-			e.mu.Unlock()
-			if l != nil && l.alive() {
-				d.mu.Unlock()
-				return l, nil
-			}
-			_ = ep
-		}
-		d.mu.Unlock()
-		ctl, err := (&net.Dialer{}).DialContext(ctx, network, address)
-		if err != nil {
-			return nil, fmt.Errorf("sock: dial %s: %w: %w", a, ErrNoEndpoint, err)
-		}
-		key := a.Transport
-		if a.Transport == "tcp" {
-			key += "/" + hostOf(ctl.LocalAddr().String())
-		}
-		d.mu.Lock()
-		ep = d.eps[key]
-		if ep == nil {
-			ep, err = openEndpoint(*d.cfg, a.Transport, hostOf(ctl.LocalAddr().String()))
-			if err != nil {
-				d.mu.Unlock()
-				ctl.Close()
-				return nil, err
-			}
-			d.eps[key] = ep
-		}
-		d.mu.Unlock()
-		l, err := ep.handshake(ctx, ctl, true)
-		if err != nil {
-			ctl.Close()
-			return nil, fmt.Errorf("sock: dial %s: %w", a, err)
-		}
-		l.remote = a
-		ep.mu.Lock()
-		if old := ep.byPeer[address]; old != nil && old.alive() {
-			ep.mu.Unlock()
-			l.fail(errLinkClosed) // another Dial made one first
-			return old, nil
-		}
-		ep.byPeer[address] = l
-		ep.mu.Unlock()
-		return l, nil
+	pd.l, pd.err = l, err
+	close(pd.done)
+	return l, err
+}
+
+// newLink dials the control stream and sets up a link over it.
+func (d *Dialer) newLink(ctx context.Context, a Addr, network, address string) (*link, error) {
+	ctl, err := (&net.Dialer{}).DialContext(ctx, network, address)
+	if err != nil {
+		return nil, fmt.Errorf("sock: dial %s: %w: %w", a, ErrNoEndpoint, err)
 	}
+	// Over tcp the device listens on the host the peer sees us as: one
+	// endpoint per transport and local host.
+	host := hostOf(ctl.LocalAddr().String())
+	key := a.Transport
+	if a.Transport == "tcp" {
+		key += "/" + host
+	}
+	d.mu.Lock()
+	ep := d.eps[key]
+	if ep == nil {
+		ep, err = openEndpoint(*d.cfg, a.Transport, host)
+		if err != nil {
+			d.mu.Unlock()
+			ctl.Close()
+			return nil, err
+		}
+		d.eps[key] = ep
+	}
+	d.mu.Unlock()
+	l, err := ep.handshake(ctx, ctl, true)
+	if err != nil {
+		ctl.Close()
+		return nil, fmt.Errorf("sock: dial %s: %w", a, err)
+	}
+	l.remote = a
+	return l, nil
 }
 
 // DialContext dials like net.Dialer.DialContext, for http.Transport and

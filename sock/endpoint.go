@@ -30,8 +30,6 @@ type endpoint struct {
 
 	mu      sync.Mutex
 	links   map[*link]struct{}
-	byPeer  map[string]*link // dialers: by the peer's control address
-	dialing map[string]*linkDial
 	closing bool // a listener's endpoint after Close: ends with its last link
 }
 
@@ -69,7 +67,7 @@ func openEndpoint(cfg Config, transport, host string) (*endpoint, error) {
 	return &endpoint{
 		cfg: cfg, log: cfg.Logger.With("sock", transport, "device", dev.Address()),
 		app: cfg.App, dev: dev, pd: pd,
-		links: map[*link]struct{}{}, byPeer: map[string]*link{}, dialing: map[string]*linkDial{},
+		links: map[*link]struct{}{},
 	}, nil
 }
 
@@ -84,11 +82,6 @@ func (ep *endpoint) closeDevice() {
 func (ep *endpoint) forget(l *link) {
 	ep.mu.Lock()
 	delete(ep.links, l)
-	for k, v := range ep.byPeer {
-		if v == l {
-			delete(ep.byPeer, k)
-		}
-	}
 	last := ep.closing && len(ep.links) == 0
 	ep.mu.Unlock()
 	if last {
