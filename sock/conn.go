@@ -53,6 +53,11 @@ type Conn struct {
 	txq txQueue
 
 	onFree func() // the control plane's Release, for accepted connections
+
+	// Zero-copy API state.
+	slot     []byte // WriteSlot's buffer, under wmu
+	slotPad  int
+	borrowed int // Borrow's length, under rmu
 }
 
 func newConn(l *link, id connID, rcvbuf int) *Conn {
@@ -165,9 +170,8 @@ func (c *Conn) opErr(op string, err error) error {
 func (c *Conn) Read(b []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	var start time.Time
-	parks := 0
-	for i := 0; ; i++ {
+	var w waiter
+	for {
 		c.rxMu.Lock()
 		n := c.directN
 		c.direct, c.directN = nil, 0
@@ -175,21 +179,9 @@ func (c *Conn) Read(b []byte) (int, error) {
 			n = c.rxq.read(b)
 		}
 		fin, rst := c.finRecv, c.rstRecv
-		var grant uint32
-		give := false
-		if n > 0 {
-			c.consumed += uint32(n)
-			if int32(c.consumed+uint32(c.rcvbuf)-c.granted) >= int32(c.rcvbuf/4) {
-				c.granted = c.consumed + uint32(c.rcvbuf)
-				grant, give = c.granted, true
-			}
-			c.rxq.shrink(c.rcvbuf)
-		}
 		c.rxMu.Unlock()
-		if give {
-			if err := c.l.ctrl.sendCredit(c.peer, grant); err != nil {
-				return n, c.opErr("read", err)
-			}
+		if err := c.consume(n); err != nil {
+			return n, c.opErr("read", err)
 		}
 		switch {
 		case isClosed(c.closed):
@@ -203,41 +195,80 @@ func (c *Conn) Read(b []byte) (int, error) {
 		case c.rd.passed():
 			return 0, c.opErr("read", errTimeout)
 		}
-		// Whoever delivers a record for this connection while Read waits
-		// copies it straight into b.
+		c.awaitData(b, &w)
+	}
+}
+
+// consume counts n bytes the application took and returns credit to the
+// peer once a quarter of the window is free again.
+func (c *Conn) consume(n int) error {
+	if n == 0 {
+		return nil
+	}
+	c.rxMu.Lock()
+	c.consumed += uint32(n)
+	give := false
+	var grant uint32
+	if int32(c.consumed+uint32(c.rcvbuf)-c.granted) >= int32(c.rcvbuf/4) {
+		c.granted = c.consumed + uint32(c.rcvbuf)
+		grant, give = c.granted, true
+	}
+	c.rxq.shrink(c.rcvbuf)
+	c.rxMu.Unlock()
+	if give {
+		return c.l.ctrl.sendCredit(c.peer, grant)
+	}
+	return nil
+}
+
+// waiter is the state of one blocking wait: when it started spinning and
+// how often it parked.
+type waiter struct {
+	start time.Time
+	parks int
+}
+
+// awaitData makes one step of waiting for data: poll the partition (Direct
+// mode), spin, or park until a delivery, the deadline or Close. A
+// non-nil b is armed for direct delivery.
+func (c *Conn) awaitData(b []byte, w *waiter) {
+	if b != nil {
+		// Whoever delivers a record for this connection while Read
+		// waits copies it straight into b.
 		c.rxMu.Lock()
 		if c.rxq.len() == 0 {
 			c.direct = b
 		}
 		c.rxMu.Unlock()
-		if c.l.ep.cfg.Mode == Direct && c.part.tryPoll(64) > 0 {
-			continue
-		}
-		if start.IsZero() {
-			start = time.Now()
-		}
-		if time.Since(start) < time.Duration(c.l.spin) {
-			runtime.Gosched()
-			continue
-		}
-		if c.readable() {
-			continue
-		}
-		if err := c.l.ctrl.announceSleep(); err != nil {
-			continue // the link failed: the next round returns the reset
-		}
-		if c.l.ep.cfg.Mode == Direct {
-			c.part.rxMu.Lock()
-			c.part.pollRX(1 << 30)
-			c.part.rxMu.Unlock()
-		}
-		if c.readable() {
-			continue
-		}
-		// The next round takes what was delivered and says why it ended.
-		park(c.rxSig, c.rd, c.closed, c.l.done, parks)
-		parks++
 	}
+	if c.l.ep.cfg.Mode == Direct && c.part.tryPoll(64) > 0 {
+		return
+	}
+	if w.start.IsZero() {
+		w.start = time.Now()
+	}
+	if time.Since(w.start) < time.Duration(c.l.spin) {
+		runtime.Gosched()
+		return
+	}
+	if c.readable() {
+		return
+	}
+	if err := c.l.ctrl.announceSleep(); err != nil {
+		return // the link failed: the caller's next round says so
+	}
+	if c.l.ep.cfg.Mode == Direct {
+		c.part.rxMu.Lock()
+		c.part.pollRX(1 << 30)
+		c.part.rxMu.Unlock()
+	}
+	if c.readable() {
+		return
+	}
+	// The caller's next round takes what was delivered and says why the
+	// wait ended.
+	park(c.rxSig, c.rd, c.closed, c.l.done, w.parks)
+	w.parks++
 }
 
 // readable reports whether Read has something to return.
