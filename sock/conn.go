@@ -31,7 +31,8 @@ type Conn struct {
 	consumed    uint32 // bytes Read took
 	finRecv     bool
 	rstRecv     bool
-	localClosed bool // Close ran: drop data, reset the peer
+	rstFlag     atomic.Bool // rstRecv, for checks without rxMu
+	localClosed bool        // Close ran: drop data, reset the peer
 	rstSent     bool
 	freed       bool
 	rxSig       chan struct{}
@@ -46,6 +47,7 @@ type Conn struct {
 	txSig   chan struct{}
 
 	closed    chan struct{}
+	isClosed  atomic.Bool // closed is closed: the fast check
 	closeOnce sync.Once
 	rd, wd    *deadline
 
@@ -101,6 +103,7 @@ func (c *Conn) deliver(h header, payload []byte) {
 		case c.rxq.len()+len(payload) > int(int32(c.granted-c.consumed)):
 			// More than the credit given: a peer that lies. Reset it.
 			c.rstRecv = true
+			c.rstFlag.Store(true)
 			rst = !c.rstSent
 		default:
 			if k := len(c.direct) - c.directN; k > 0 && c.rxq.len() == 0 {
@@ -116,6 +119,7 @@ func (c *Conn) deliver(h header, payload []byte) {
 		c.finRecv = true
 	case kindRst:
 		c.rstRecv = true
+		c.rstFlag.Store(true)
 	}
 	if rst {
 		c.rstSent = true
@@ -153,6 +157,7 @@ func (c *Conn) credit(limit uint32) {
 func (c *Conn) linkFailed() {
 	c.rxMu.Lock()
 	c.rstRecv = true
+	c.rstFlag.Store(true)
 	c.freed = true
 	c.rxMu.Unlock()
 	signal(c.rxSig)
@@ -184,7 +189,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 			return n, c.opErr("read", err)
 		}
 		switch {
-		case isClosed(c.closed):
+		case c.isClosed.Load():
 			return n, c.opErr("read", net.ErrClosed)
 		case n > 0 || len(b) == 0:
 			return n, nil
@@ -225,6 +230,7 @@ func (c *Conn) consume(n int) error {
 // how often it parked.
 type waiter struct {
 	start time.Time
+	spins int
 	parks int
 }
 
@@ -247,7 +253,7 @@ func (c *Conn) awaitData(b []byte, w *waiter) {
 	if w.start.IsZero() {
 		w.start = time.Now()
 	}
-	if time.Since(w.start) < time.Duration(c.l.spin) {
+	if w.spins++; w.spins%16 != 0 || time.Since(w.start) < time.Duration(c.l.spin) {
 		runtime.Gosched()
 		return
 	}
@@ -280,16 +286,13 @@ func (c *Conn) readable() bool {
 
 // writeErr is why the connection cannot send, or nil.
 func (c *Conn) writeErr() error {
-	if isClosed(c.closed) {
+	if c.isClosed.Load() {
 		return net.ErrClosed
 	}
 	if c.finSent.Load() {
 		return syscall.EPIPE
 	}
-	c.rxMu.Lock()
-	rst := c.rstRecv
-	c.rxMu.Unlock()
-	if rst {
+	if c.rstFlag.Load() {
 		return c.l.failedOr(ErrReset)
 	}
 	if c.wd.passed() {
@@ -400,7 +403,7 @@ func (c *Conn) waitCredit() error {
 // CloseWrite sends FIN after the data written so far: the peer's Read
 // returns io.EOF once it has read it all. Reading goes on.
 func (c *Conn) CloseWrite() error {
-	if isClosed(c.closed) {
+	if c.isClosed.Load() {
 		return c.opErr("close", net.ErrClosed)
 	}
 	c.wmu.Lock()
@@ -421,6 +424,7 @@ func (c *Conn) Close() error {
 	first := false
 	c.closeOnce.Do(func() {
 		first = true
+		c.isClosed.Store(true)
 		close(c.closed)
 	})
 	if !first {

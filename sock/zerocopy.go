@@ -105,7 +105,7 @@ func (c *Conn) Borrow() ([]byte, error) {
 		c.rxMu.Unlock()
 		var err error
 		switch {
-		case isClosed(c.closed):
+		case c.isClosed.Load():
 			err = c.opErr("read", net.ErrClosed)
 		case len(a) > 0:
 			c.borrowed = len(a)
