@@ -516,7 +516,14 @@ func (c *Conn) SetWriteBuffer(bytes int) error {
 	if bytes <= 0 || bytes > 1<<30 {
 		return c.opErr("set", syscall.EINVAL)
 	}
-	c.txq.setLimit(bytes)
+	if c.txq.needsGrow(bytes) {
+		// A larger ring: wait for a Write in progress to finish.
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
+	}
+	if err := c.txq.setLimit(bytes); err != nil {
+		return c.opErr("set", err)
+	}
 	return nil
 }
 

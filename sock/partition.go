@@ -217,6 +217,7 @@ func (p *partition) post(h header, pad int, a, b []byte) error {
 		n++
 	}
 	p.write += uint64(rec)
+	raceRelease()
 	return p.postWRs(n)
 }
 

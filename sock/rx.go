@@ -22,6 +22,7 @@ func (p *partition) pollRX(max int) int {
 		if w == 0 {
 			break
 		}
+		raceAcquire()
 		h, err := decodeHeader(w, min(l.lay.ringSize/4, hdrMaxLen))
 		if err != nil {
 			l.fail(fmt.Errorf("sock: partition %d at %d: %w", p.idx, p.read, err))

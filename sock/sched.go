@@ -1,8 +1,10 @@
 package sock
 
 import (
+	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,33 +43,107 @@ func (s *scheduler) next() *Conn {
 	return c
 }
 
-// txQueue is a connection's send queue in SP2C and SPSC.
+// txQueue is a connection's send queue in SP2C and SPSC: a lock-free
+// single-producer single-consumer byte ring (the thesis' per-connection TX
+// queue). Write (under the connection's wmu) is the producer and pushes in
+// bulk — one atomic store publishes a whole Write's bytes; the partition's
+// TX goroutine (holding the partition) is the consumer and pops in bulk —
+// as many records as its turn allows, one atomic store.
 type txQueue struct {
-	c      *Conn
-	mu     sync.Mutex
-	q      byteRing
-	limit  int
-	queued bool // on the scheduler's list
-	fin    bool // send FIN once the queue is empty
-	space  waitq
+	c          *Conn
+	buf        []byte
+	head, tail atomic.Uint64 // consumer and producer positions
+	limit      atomic.Int64  // bytes the queue may hold (SetWriteBuffer)
+	capacity   atomic.Int64  // len(buf), readable without wmu
+	queued     atomic.Bool   // on the scheduler's list
+	fin        atomic.Bool   // send FIN once the queue is empty
+	space      waitq
 }
 
 func (t *txQueue) init(c *Conn) {
 	t.c = c
-	t.limit = c.sndbuf
+	t.limit.Store(int64(c.sndbuf))
+	if c.l.ep.cfg.Mode != Direct {
+		t.buf = make([]byte, ringCap(c.sndbuf))
+		t.capacity.Store(int64(len(t.buf)))
+	}
 }
 
-func (t *txQueue) setLimit(n int) {
-	t.mu.Lock()
-	t.limit = n
-	t.mu.Unlock()
+// ringCap is the power of two at least n (and 4 KiB).
+func ringCap(n int) int {
+	c := 4096
+	for c < n {
+		c *= 2
+	}
+	return c
+}
+
+func (t *txQueue) used() int { return int(t.tail.Load() - t.head.Load()) }
+
+// push copies as much of b as fits and publishes it; it returns the bytes
+// taken. Only the producer calls it.
+func (t *txQueue) push(b []byte) int {
+	tail := t.tail.Load()
+	n := min(len(b), int(t.limit.Load())-t.used(), len(t.buf)-t.used())
+	if n <= 0 {
+		return 0
+	}
+	size := uint64(len(t.buf))
+	i := int(tail % size)
+	k := copy(t.buf[i:], b[:n])
+	copy(t.buf, b[k:n])
+	t.tail.Store(tail + uint64(n))
+	return n
+}
+
+// peek returns the queued bytes as two slices; only the consumer calls it.
+func (t *txQueue) peek() ([]byte, []byte) {
+	head, tail := t.head.Load(), t.tail.Load()
+	n := int(tail - head)
+	if n == 0 {
+		return nil, nil
+	}
+	size := len(t.buf)
+	i := int(head % uint64(size))
+	if i+n <= size {
+		return t.buf[i : i+n], nil
+	}
+	return t.buf[i:], t.buf[:i+n-size]
+}
+
+// needsGrow reports whether a queue of n bytes needs a larger ring.
+func (t *txQueue) needsGrow(n int) bool {
+	return t.c.l.ep.cfg.Mode != Direct && int64(n) > t.capacity.Load()
+}
+
+// setLimit changes the queue's size. A size beyond the ring's capacity
+// swaps in a larger ring with both ends excluded: the caller then holds wmu
+// (the producer); the partition is taken here (the consumer pops under it).
+func (t *txQueue) setLimit(n int) error {
+	if t.needsGrow(n) {
+		if !t.c.part.lock(t.c.closed, nil) {
+			return net.ErrClosed
+		}
+		nb := make([]byte, ringCap(n))
+		a, b := t.peek()
+		k := copy(nb, a)
+		copy(nb[k:], b)
+		used := t.used()
+		t.buf = nb
+		t.capacity.Store(int64(len(nb)))
+		t.head.Store(0)
+		t.tail.Store(uint64(used))
+		t.c.part.unlock()
+	}
+	t.limit.Store(int64(n))
 	t.space.broadcast()
+	return nil
 }
 
-// schedule puts the connection on its partition's list; the caller holds mu.
+// schedule puts the connection on its partition's list if it has
+// something to send and is not on it.
 func (t *txQueue) schedule() {
-	if !t.queued && (t.q.len() > 0 || t.fin) {
-		t.queued = true
+	if (t.used() > 0 || t.fin.Load()) && t.queued.CompareAndSwap(false, true) {
 		t.c.part.sched.add(t.c)
 	}
 }
@@ -77,9 +153,7 @@ func (t *txQueue) kick() {
 	if t.c == nil || t.c.l.ep.cfg.Mode == Direct {
 		return
 	}
-	t.mu.Lock()
 	t.schedule()
-	t.mu.Unlock()
 }
 
 // enqueue queues b, waiting for room in the queue.
@@ -91,17 +165,18 @@ func (t *txQueue) enqueue(b []byte) (int, error) {
 		if err := c.writeErr(); err != nil {
 			return total, err
 		}
-		ch := t.space.wait()
-		t.mu.Lock()
-		n := min(len(b), t.limit-t.q.len())
+		n := t.push(b)
 		if n > 0 {
-			t.q.write(b[:n])
 			t.schedule()
+			total += n
+			b = b[n:]
+			continue
 		}
-		t.mu.Unlock()
-		total += n
-		b = b[n:]
-		if n > 0 || len(b) == 0 {
+		ch := t.space.wait()
+		if n = t.push(b); n > 0 {
+			t.schedule()
+			total += n
+			b = b[n:]
 			continue
 		}
 		if err := park(ch, c.wd, c.closed, c.l.done, parks); err != nil {
@@ -119,44 +194,34 @@ func (t *txQueue) finish() error {
 	if c.l.ep.cfg.Mode == Direct {
 		return c.part.sendControl(kindFin, c.peer)
 	}
-	t.mu.Lock()
-	t.fin = true
+	t.fin.Store(true)
 	t.schedule()
-	t.mu.Unlock()
 	return nil
 }
 
-// stop drops what is queued (Close with a reset, or the link's end).
+// stop wakes a Write waiting for room (Close, or the link's end).
 func (t *txQueue) stop() { t.space.broadcast() }
 
 // txTurn gives connection c its turn on partition p: at most the batch
 // limit of records from its queue. It reports whether it sent anything.
 func (p *partition) txTurn(c *Conn) bool {
 	t := &c.txq
-	t.mu.Lock()
-	a, b := t.q.peek(t.q.len())
-	fin := t.fin
-	t.mu.Unlock()
+	if !p.lock(nil, nil) {
+		return false
+	}
+	a, b := t.peek()
 	sent := 0
 	var err error
 	if len(a)+len(b) > 0 {
-		if !p.lock(nil, nil) {
-			return false
-		}
 		sent, err = c.sendBatch(a, b)
-		p.unlock()
+		t.head.Add(uint64(sent))
 	}
-	t.mu.Lock()
-	t.q.discard(sent)
-	t.queued = false
-	finNow := false
-	if t.q.len() == 0 && fin && err == nil {
-		t.fin = false
-		finNow = true
-	} else if err == nil && c.avail() > 0 {
-		t.schedule() // more data and credit: back of the line
+	p.unlock()
+	t.queued.Store(false)
+	finNow := err == nil && t.used() == 0 && t.fin.CompareAndSwap(true, false)
+	if err == nil && c.avail() > 0 {
+		t.schedule() // more to send and credit: back of the line
 	}
-	t.mu.Unlock()
 	if sent > 0 {
 		t.space.broadcast()
 	}
