@@ -59,10 +59,6 @@ func netNets() []network {
 	}
 }
 
-// allNets are the systems of sock-throughput and sock-http, baselines
-// first.
-func allNets() []network { return append(netNets(), sockNets()...) }
-
 // errNoSystem: Options.Only left no system to run.
 var errNoSystem = errors.New("sockexp: no system selected")
 
