@@ -67,7 +67,7 @@ func runHTTP(ctx context.Context, env *bench.Env, baselines, socks []network) (*
 		}
 	}
 	r := &bench.Result{Name: "sock-http", Title: "net/http hello-world: sock next to Go's loopback TCP and Unix domain sockets",
-		Columns: httpColumns}
+		Columns: httpColumns, Meta: bench.Meta{Transport: transports(nets)}}
 	for _, p := range u.order {
 		st := u.stat(p)
 		r.AddRow(p.label, p.mode, p.clients, st.rate, st.p50, st.p99, num(st.spread), num(ratio(st.rate, u.baselineRate(p.clients))))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/rdmakit/rdmakit/bench"
@@ -65,11 +66,18 @@ const roundTripGrace = 30 * time.Second
 // runLatency runs sock-latency over the baselines (and sockperf) and the
 // sock systems, one system at a time.
 func runLatency(ctx context.Context, env *bench.Env, baselines, socks []network) (*bench.Result, error) {
-	nets, err := keepNets(env, append(append([]network(nil), baselines...), socks...))
-	withSockperf := env.Keeps("sockperf", "tcp")
-	if err != nil && !withSockperf {
+	all := append(append([]network(nil), baselines...), socks...)
+	keep, err := selected(env, append(candidates(all), [2]string{"sockperf", "tcp"}))
+	if err != nil {
 		return nil, err
 	}
+	var nets []network
+	for i, n := range all {
+		if keep[i] {
+			nets = append(nets, n)
+		}
+	}
+	withSockperf := keep[len(all)]
 	u := &latencyRun{rounds: fullRounds, pointTime: env.PointDuration(time.Second, 50*time.Millisecond),
 		samples: map[[2]string]map[int][]latencySample{}}
 	if env.Quick {
@@ -89,7 +97,10 @@ func runLatency(ctx context.Context, env *bench.Env, baselines, socks []network)
 		}
 	}
 	r := &bench.Result{Name: "sock-latency", Title: "Ping-pong round trips: sock next to Go's loopback TCP, Unix domain sockets and sockperf",
-		Columns: latencyColumns}
+		Columns: latencyColumns, Meta: bench.Meta{Transport: transports(nets)}}
+	if withSockperf {
+		r.Meta.Transport = strings.TrimPrefix(r.Meta.Transport+", "+sockperfLabel, ", ")
+	}
 	u.rows(r)
 	r.Notes = append(u.notes, u.ratioNotes(socks)...)
 	r.Notes = append(r.Notes, fmt.Sprintf("Each system's server runs in its own process (`rdmakit sock serve --app echo`, sockperf's own server); "+

@@ -158,6 +158,9 @@ func TestOnly(t *testing.T) {
 	if _, err := runHTTP(t.Context(), env, netNets(), nil); !errors.Is(err, errNoSystem) || !strings.Contains(err.Error(), "net/tcp, net/unix") {
 		t.Fatalf("--only sock/rdma: %v, want errNoSystem listing the systems", err)
 	}
+	if _, err := runLatency(t.Context(), env, netNets(), nil); !errors.Is(err, errNoSystem) || !strings.Contains(err.Error(), "net/unix, sockperf/tcp") {
+		t.Fatalf("--only sock/rdma: %v, want errNoSystem listing the systems and sockperf", err)
+	}
 }
 
 // Without a way to start servers, the systems are left out with the

@@ -81,13 +81,27 @@ func selected(env *bench.Env, candidates [][2]string) ([]bool, error) {
 	return keep, nil
 }
 
-// keepNets returns the networks env selects, or errNoSystem.
-func keepNets(env *bench.Env, nets []network) ([]network, error) {
+// candidates are the networks' (name, transport) pairs.
+func candidates(nets []network) [][2]string {
 	c := make([][2]string, len(nets))
 	for i, n := range nets {
 		c[i] = [2]string{n.name, n.transport}
 	}
-	keep, err := selected(env, c)
+	return c
+}
+
+// transports is the result's transport: the systems measured.
+func transports(nets []network) string {
+	var s []string
+	for _, n := range nets {
+		s = append(s, n.label()+" ("+n.mode+")")
+	}
+	return strings.Join(s, ", ")
+}
+
+// keepNets returns the networks env selects, or errNoSystem.
+func keepNets(env *bench.Env, nets []network) ([]network, error) {
+	keep, err := selected(env, candidates(nets))
 	if err != nil {
 		return nil, err
 	}

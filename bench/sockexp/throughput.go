@@ -72,7 +72,7 @@ func runThroughput(ctx context.Context, env *bench.Env, baselines, socks []netwo
 		}
 	}
 	r := &bench.Result{Name: "sock-throughput", Title: "Bulk one-way writes: sock next to Go's loopback TCP and Unix domain sockets",
-		Columns: throughputColumns}
+		Columns: throughputColumns, Meta: bench.Meta{Transport: transports(nets)}}
 	for _, p := range u.order {
 		v := u.gbps[p]
 		r.AddRow(p.label, p.mode, p.conns, p.size, median(v), num(spread(v)), num(ratio(median(v), u.baseline(p))))
