@@ -1,0 +1,88 @@
+package sock
+
+import (
+	"bytes"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// TestStreamIntegrity sends a pseudo-random byte stream in writes of random
+// sizes through small rings (so records wrap, pad and straddle the ring's
+// end many times) in both directions at once, and checks every byte.
+func TestStreamIntegrity(t *testing.T) {
+	for _, tr := range []string{"shm", "tcp"} {
+		for _, mode := range []Mode{Direct, SP2C, SPSC} {
+			for _, slicing := range []bool{true, false} {
+				name := tr + "/" + mode.String()
+				if !slicing {
+					name += "/noslicing"
+				}
+				t.Run(name, func(t *testing.T) {
+					cfg := Config{Mode: mode, RingSize: 64 << 10, MTU: 4000, NoSlicing: !slicing, ReadBuffer: 48 << 10, Partitions: 1}
+					c1, c2, done := pipe(t, cfg, tr)
+					defer done()
+					defer c1.Close()
+					defer c2.Close()
+					const total = 3 << 20
+					var wg sync.WaitGroup
+					for dir, pair := range [][2]*Conn{{c1, c2}, {c2, c1}} {
+						src := make([]byte, total)
+						rng := rand.New(rand.NewPCG(uint64(dir), 7))
+						for i := range src {
+							src[i] = byte(rng.Uint32())
+						}
+						wg.Add(2)
+						go func() {
+							defer wg.Done()
+							for off := 0; off < total; {
+								n := min(1+rng.IntN(70000), total-off)
+								if _, err := pair[0].Write(src[off : off+n]); err != nil {
+									t.Errorf("write: %v", err)
+									return
+								}
+								off += n
+							}
+						}()
+						go func() {
+							defer wg.Done()
+							got := make([]byte, total)
+							r := rand.New(rand.NewPCG(uint64(dir), 9))
+							for off := 0; off < total; {
+								n, err := pair[1].Read(got[off:min(total, off+1+r.IntN(50000))])
+								if err != nil {
+									t.Errorf("read at %d: %v", off, err)
+									return
+								}
+								off += n
+							}
+							if !bytes.Equal(got, src) {
+								i := 0
+								for got[i] == src[i] {
+									i++
+								}
+								t.Errorf("direction %d: stream differs at byte %d", dir, i)
+							}
+						}()
+					}
+					wg.Wait()
+					// Half-close: the peer reads EOF after everything.
+					if err := c1.CloseWrite(); err != nil {
+						t.Fatal(err)
+					}
+					if n, err := c2.Read(make([]byte, 10)); err != io.EOF {
+						t.Fatalf("after CloseWrite: %d, %v; want EOF", n, err)
+					}
+					if _, err := c2.Write([]byte("still open")); err != nil {
+						t.Fatalf("write after the peer's CloseWrite: %v", err)
+					}
+					buf := make([]byte, 10)
+					if _, err := io.ReadFull(c1, buf); err != nil || string(buf) != "still open" {
+						t.Fatalf("read after CloseWrite: %q, %v", buf, err)
+					}
+				})
+			}
+		}
+	}
+}

@@ -1,0 +1,121 @@
+package sock
+
+import (
+	"net"
+	"os"
+	"sync"
+	"time"
+)
+
+// waitq lets goroutines wait for an event that another goroutine
+// broadcasts. wait returns a channel closed by the next broadcast;
+// broadcast costs one atomic-free check when nobody waits.
+type waitq struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (q *waitq) wait() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.ch == nil {
+		q.ch = make(chan struct{})
+	}
+	return q.ch
+}
+
+func (q *waitq) broadcast() {
+	q.mu.Lock()
+	if q.ch != nil {
+		close(q.ch)
+		q.ch = nil
+	}
+	q.mu.Unlock()
+}
+
+// deadline is one direction's deadline of a connection (as net.Pipe keeps
+// them): expired is closed when the deadline passes.
+type deadline struct {
+	mu      sync.Mutex
+	t       *time.Timer
+	expired chan struct{}
+}
+
+func newDeadline() *deadline { return &deadline{expired: make(chan struct{})} }
+
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.t != nil && !d.t.Stop() {
+		<-d.expired // the timer fired: wait until it closed the channel
+	}
+	d.t = nil
+	closed := isClosed(d.expired)
+	if t.IsZero() {
+		if closed {
+			d.expired = make(chan struct{})
+		}
+		return
+	}
+	if dur := time.Until(t); dur > 0 {
+		if closed {
+			d.expired = make(chan struct{})
+		}
+		ch := d.expired
+		d.t = time.AfterFunc(dur, func() { close(ch) })
+		return
+	}
+	if !closed {
+		close(d.expired)
+	}
+}
+
+func (d *deadline) wait() <-chan struct{} {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.expired
+}
+
+func (d *deadline) passed() bool {
+	if d == nil {
+		return false
+	}
+	return isClosed(d.wait())
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// errTimeout is what a Read or Write past its deadline returns (inside a
+// *net.OpError): os.ErrDeadlineExceeded, a net.Error whose Timeout is true.
+var errTimeout error = os.ErrDeadlineExceeded
+
+// errStopped is returned by park when its stop channel closed.
+var errStopped = net.ErrClosed
+
+// park waits for ch, the deadline, stop or the link's end. The i-th park
+// of one wait also wakes after a growing safety interval, so that a
+// doorbell lost to a race of the tcp transport costs latency, never a hang.
+func park(ch <-chan struct{}, d *deadline, stop, done <-chan struct{}, i int) error {
+	t := time.NewTimer(time.Duration(min(1<<min(i, 20), 100_000)) * time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-d.wait():
+		return errTimeout
+	case <-stop:
+		return errStopped
+	case <-done:
+	}
+	return nil
+}
