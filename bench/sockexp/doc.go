@@ -18,7 +18,8 @@
 //
 // A system is a network (system.go): Go's net package over loopback TCP
 // ("net/tcp") or an abstract Unix socket ("net/unix"), and the sock
-// systems sockNets returns ("sock/shm", "sock/tcp"); bench.Options.Only
+// systems sockNets returns (sock.go: "sock/shm" in Direct and SPSC mode,
+// "sock/tcp" in Direct mode); bench.Options.Only
 // selects them by these names, "sockperf" or "sockperf/tcp" the
 // sockperf rows. Every system's server is `rdmakit sock serve` in its
 // own process (server.go), started through bench.Options.Command and
@@ -28,7 +29,10 @@
 //
 // Servers and clients name where they meet by URI (uri.go):
 // net+tcp://HOST:PORT, net+unix:///PATH or net+unix://@NAME for the
-// baselines, tcp://HOST:PORT and shm://NAME for sock. ServeURI is the
+// baselines, tcp://HOST:PORT and shm://NAME for sock, with an optional
+// query setting the sock.Config (shm://web?mode=spsc: sock.go); the sock
+// clients of one configuration share one sock.Dialer, so their
+// connections share its links as a sock application's would. ServeURI is the
 // body of `rdmakit sock serve`: it listens, says where, and runs an App
 // (serve.go) — Echo, Sink (batches acknowledged with one byte) or HTTP
 // — until its context ends.

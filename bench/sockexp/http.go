@@ -79,8 +79,8 @@ func runHTTP(ctx context.Context, env *bench.Env, baselines, socks []network) (*
 		"GET requests one after the other. Each point runs %v after a warm-up of a tenth of it, %d round(s); figures are medians of the rounds, "+
 		"spread is (max−min)/median of the rate.", HelloBody, u.pointTime, u.rounds),
 		"vs_tcp is the rate divided by net/tcp's at the same clients in this run.")
-	if len(socks) == 0 {
-		r.Notes = append(r.Notes, noSockNote)
+	if len(socks) > 0 {
+		r.Notes = append(r.Notes, sockNote())
 	}
 	r.Plots = []bench.Plot{{Title: "requests per second against clients", X: "clients", Y: "rate",
 		Series: []string{"system", "mode"}, LogX: true}}

@@ -108,16 +108,13 @@ func runLatency(ctx context.Context, env *bench.Env, baselines, socks []network)
 		"one fresh connection per point, timed by time.Now into a preallocated buffer. Each point runs %v after a warm-up, %d round(s); "+
 		"every figure is the median of the rounds and spread is (max−min)/median of p50.", u.pointTime, u.rounds),
 		"vs_tcp and vs_uds are p50 divided by net/tcp's and net/unix's p50 at the same size in this run.")
-	if len(socks) == 0 {
-		r.Notes = append(r.Notes, noSockNote)
+	if len(socks) > 0 {
+		r.Notes = append(r.Notes, sockNote())
 	}
 	r.Plots = []bench.Plot{{Title: "round trip p50 against size", X: "size", Y: "p50",
 		Series: []string{"system", "mode"}, LogX: true, LogY: true}}
 	return r, nil
 }
-
-// noSockNote says why a result has no sock rows.
-const noSockNote = "This build has no sock systems (sockNets is empty): the baselines alone were measured."
 
 // system starts n's echo server and measures every size, rounds times.
 func (u *latencyRun) system(ctx context.Context, env *bench.Env, n network, bar *bench.Progress) error {

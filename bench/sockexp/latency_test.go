@@ -60,6 +60,9 @@ func TestLatencyQuick(t *testing.T) {
 		}
 	}
 	notes := strings.Join(r.Notes, "\n")
+	if len(socks) == 0 || !strings.Contains(notes, "sock/shm and sock/tcp are rdmakit's sock package") {
+		t.Errorf("no sock rows or no note on them: %s", notes)
+	}
 	for _, n := range socks {
 		if !strings.Contains(notes, n.label()+" ("+n.mode+") at 64 B, same run: p50") {
 			t.Errorf("no ratio note for %s: %s", n.label(), notes)

@@ -103,13 +103,15 @@ func TestServeURIAnnounces(t *testing.T) {
 // unknown schemes and malformed URIs get typed errors.
 func TestURIs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.sock")
-	for _, uri := range []string{"net+tcp://127.0.0.1:0", "net+unix://" + path, "net+unix://@" + uniqueName("test")} {
+	for _, uri := range []string{"net+tcp://127.0.0.1:0", "net+unix://" + path, "net+unix://@" + uniqueName("test"),
+		"shm://" + uniqueName("test") + "?mode=spsc&partitions=1", "tcp://127.0.0.1:0?batch=2&spin=10us"} {
 		ln, err := Listen(t.Context(), uri)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := ListenerURI(ln)
-		if strings.HasSuffix(uri, ":0") == (got == uri) || !strings.HasPrefix(got, uri[:8]) {
+		_, query, _ := strings.Cut(uri, "?")
+		if strings.Contains(uri, ":0") == (got == uri) || !strings.HasPrefix(got, uri[:8]) || !strings.HasSuffix(got, query) {
 			t.Errorf("%s: listener URI %q", uri, got)
 		}
 		go func() {
@@ -132,7 +134,8 @@ func TestURIs(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket file left: %v", err)
 	}
-	for uri, want := range map[string]error{"gopher://x": ErrScheme, "net+tcp:/x": ErrURI, "net+tcp://": ErrURI, "": ErrURI} {
+	for uri, want := range map[string]error{"gopher://x": ErrScheme, "net+tcp:/x": ErrURI, "net+tcp://": ErrURI, "": ErrURI,
+		"shm://x?mode=fast": ErrURI, "shm://x?color=red": ErrURI, "tcp://127.0.0.1:1?partitions=two": ErrURI, "shm://x?%zz": ErrURI} {
 		if _, err := Listen(t.Context(), uri); !errors.Is(err, want) {
 			t.Errorf("listen %q: %v, want %v", uri, err, want)
 		}

@@ -85,8 +85,8 @@ func runThroughput(ctx context.Context, env *bench.Env, baselines, socks []netwo
 		"(the sender's clock, with a final ack: what the receiver has read). Each point runs about %v, %d round(s), a warm-up of a tenth of it first; "+
 		"figures are medians of the rounds, spread is (max−min)/median.", minBatch>>10, u.pointTime, u.rounds),
 		"vs_tcp is the throughput divided by net/tcp's at the same size and connections in this run; GB/s is 10⁹ bytes per second.")
-	if len(socks) == 0 {
-		r.Notes = append(r.Notes, noSockNote)
+	if len(socks) > 0 {
+		r.Notes = append(r.Notes, sockNote())
 	}
 	for _, c := range throughputConns {
 		r.Plots = append(r.Plots, bench.Plot{Title: fmt.Sprintf("throughput, %d connection(s)", c), X: "size", Y: "throughput",

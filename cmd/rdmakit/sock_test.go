@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -58,17 +59,19 @@ func startSockServe(t *testing.T, args ...string) (string, func(os.Signal) error
 	}
 }
 
-// `sock serve` echoes over TCP with the port it got for port 0 and over
-// a Unix socket, and exits 0 on SIGTERM and on SIGINT with a client
-// still connected.
+// `sock serve` echoes over Go's TCP with the port it got for port 0, a
+// Unix socket, sock over shm (in SP2C mode) and sock over tcp, and exits
+// 0 on SIGTERM and on SIGINT with a client still connected, whose
+// connection then fails.
 func TestSockServeEcho(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "echo.sock")
 	for _, tc := range []struct {
 		listen string
 		sig    os.Signal
-	}{{"net+tcp://127.0.0.1:0", syscall.SIGTERM}, {"net+unix://" + path, syscall.SIGINT}} {
+	}{{"net+tcp://127.0.0.1:0", syscall.SIGTERM}, {"net+unix://" + path, syscall.SIGINT},
+		{fmt.Sprintf("shm://rdmakit-cmdtest-%d?mode=sp2c", os.Getpid()), syscall.SIGTERM}, {"tcp://127.0.0.1:0", syscall.SIGINT}} {
 		uri, stop := startSockServe(t, "--listen", tc.listen, "--app", "echo")
-		if strings.HasSuffix(uri, ":0") || !strings.HasPrefix(uri, tc.listen[:8]) {
+		if strings.Contains(uri, ":0") || !strings.HasPrefix(uri, tc.listen[:8]) {
 			t.Errorf("listening on %q for %q", uri, tc.listen)
 		}
 		c, err := sockexp.Dial(t.Context(), uri)
