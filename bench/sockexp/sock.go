@@ -22,8 +22,8 @@ import (
 // e.g. shm://web?mode=sp2c&partitions=1. A listener's URI keeps its query,
 // so that its clients dial with the same settings.
 func init() {
-	RegisterScheme("shm", sockScheme("shm"))
-	RegisterScheme("tcp", sockScheme("tcp"))
+	registerScheme("shm", sockScheme("shm"))
+	registerScheme("tcp", sockScheme("tcp"))
 }
 
 // sockNets returns the systems of rdmakit's sock package (net.Conn over
@@ -56,8 +56,8 @@ func sockNote() string {
 }
 
 // sockScheme listens and dials sock over transport ("shm" or "tcp").
-func sockScheme(transport string) Scheme {
-	return Scheme{
+func sockScheme(transport string) scheme {
+	return scheme{
 		Listen: func(ctx context.Context, addr string) (net.Listener, error) {
 			host, query, cfg, err := sockConfig(addr)
 			if err != nil {

@@ -19,7 +19,7 @@ import (
 //	shm://NAME            rdmakit's sock over shared memory
 //
 // The net schemes are built in; the sock schemes are registered by
-// sock.go (RegisterScheme), so that this file does not depend on them.
+// sock.go (registerScheme), so that this file does not depend on them.
 
 // ErrScheme is returned for a URI whose scheme no network serves.
 var ErrScheme = errors.New("sockexp: unknown URI scheme")
@@ -27,9 +27,9 @@ var ErrScheme = errors.New("sockexp: unknown URI scheme")
 // ErrURI is returned for a URI that cannot be parsed.
 var ErrURI = errors.New("sockexp: malformed URI")
 
-// Scheme is how one URI scheme listens and dials. The address passed is
+// scheme is how one URI scheme listens and dials. The address passed is
 // the URI without "SCHEME://".
-type Scheme struct {
+type scheme struct {
 	// Listen starts listening at addr.
 	Listen func(ctx context.Context, addr string) (net.Listener, error)
 	// Dial connects to addr.
@@ -41,16 +41,16 @@ type Scheme struct {
 
 var (
 	schemesMu sync.RWMutex
-	schemes   = map[string]Scheme{
+	schemes   = map[string]scheme{
 		"net+tcp":  netScheme("tcp"),
 		"net+unix": netScheme("unix"),
 	}
 )
 
-// RegisterScheme makes name:// URIs listen and dial through s. It
-// panics on a duplicate name or a Scheme without Listen, Dial or Addr,
+// registerScheme makes name:// URIs listen and dial through s. It
+// panics on a duplicate name or a scheme without Listen, Dial or Addr,
 // which are programming errors.
-func RegisterScheme(name string, s Scheme) {
+func registerScheme(name string, s scheme) {
 	if name == "" || s.Listen == nil || s.Dial == nil || s.Addr == nil {
 		panic(fmt.Sprintf("sockexp: invalid scheme %q", name))
 	}
@@ -63,8 +63,8 @@ func RegisterScheme(name string, s Scheme) {
 }
 
 // netScheme is Go's net package over network ("tcp" or "unix").
-func netScheme(network string) Scheme {
-	return Scheme{
+func netScheme(network string) scheme {
+	return scheme{
 		Listen: func(ctx context.Context, addr string) (net.Listener, error) {
 			var lc net.ListenConfig
 			return lc.Listen(ctx, network, addr)
@@ -78,16 +78,16 @@ func netScheme(network string) Scheme {
 }
 
 // parse splits uri into its scheme and address.
-func parse(uri string) (Scheme, string, string, error) {
+func parse(uri string) (scheme, string, string, error) {
 	name, addr, ok := strings.Cut(uri, "://")
 	if !ok || name == "" || addr == "" {
-		return Scheme{}, "", "", fmt.Errorf("%w: %q (want SCHEME://ADDRESS)", ErrURI, uri)
+		return scheme{}, "", "", fmt.Errorf("%w: %q (want SCHEME://ADDRESS)", ErrURI, uri)
 	}
 	schemesMu.RLock()
 	s, ok := schemes[name]
 	schemesMu.RUnlock()
 	if !ok {
-		return Scheme{}, "", "", fmt.Errorf("%w %q in %q (known: %s)", ErrScheme, name, uri, strings.Join(Schemes(), ", "))
+		return scheme{}, "", "", fmt.Errorf("%w %q in %q (known: %s)", ErrScheme, name, uri, strings.Join(Schemes(), ", "))
 	}
 	return s, name, addr, nil
 }
