@@ -31,7 +31,8 @@ type Conn struct {
 	consumed    uint32 // bytes Read took
 	finRecv     bool
 	rstRecv     bool
-	localClosed bool // Close ran: drop data, reset the peer
+	rstFlag     atomic.Bool // rstRecv, for checks without rxMu
+	localClosed bool        // Close ran: drop data, reset the peer
 	rstSent     bool
 	freed       bool
 	rxSig       chan struct{}
@@ -46,6 +47,7 @@ type Conn struct {
 	txSig   chan struct{}
 
 	closed    chan struct{}
+	isClosed  atomic.Bool // closed is closed: the fast check
 	closeOnce sync.Once
 	rd, wd    *deadline
 
@@ -53,6 +55,11 @@ type Conn struct {
 	txq txQueue
 
 	onFree func() // the control plane's Release, for accepted connections
+
+	// Zero-copy API state.
+	slot     []byte // WriteSlot's buffer, under wmu
+	slotPad  int
+	borrowed int // Borrow's length, under rmu
 }
 
 func newConn(l *link, id connID, rcvbuf int) *Conn {
@@ -96,6 +103,7 @@ func (c *Conn) deliver(h header, payload []byte) {
 		case c.rxq.len()+len(payload) > int(int32(c.granted-c.consumed)):
 			// More than the credit given: a peer that lies. Reset it.
 			c.rstRecv = true
+			c.rstFlag.Store(true)
 			rst = !c.rstSent
 		default:
 			if k := len(c.direct) - c.directN; k > 0 && c.rxq.len() == 0 {
@@ -111,6 +119,7 @@ func (c *Conn) deliver(h header, payload []byte) {
 		c.finRecv = true
 	case kindRst:
 		c.rstRecv = true
+		c.rstFlag.Store(true)
 	}
 	if rst {
 		c.rstSent = true
@@ -148,6 +157,7 @@ func (c *Conn) credit(limit uint32) {
 func (c *Conn) linkFailed() {
 	c.rxMu.Lock()
 	c.rstRecv = true
+	c.rstFlag.Store(true)
 	c.freed = true
 	c.rxMu.Unlock()
 	signal(c.rxSig)
@@ -165,9 +175,8 @@ func (c *Conn) opErr(op string, err error) error {
 func (c *Conn) Read(b []byte) (int, error) {
 	c.rmu.Lock()
 	defer c.rmu.Unlock()
-	var start time.Time
-	parks := 0
-	for i := 0; ; i++ {
+	var w waiter
+	for {
 		c.rxMu.Lock()
 		n := c.directN
 		c.direct, c.directN = nil, 0
@@ -175,24 +184,12 @@ func (c *Conn) Read(b []byte) (int, error) {
 			n = c.rxq.read(b)
 		}
 		fin, rst := c.finRecv, c.rstRecv
-		var grant uint32
-		give := false
-		if n > 0 {
-			c.consumed += uint32(n)
-			if int32(c.consumed+uint32(c.rcvbuf)-c.granted) >= int32(c.rcvbuf/4) {
-				c.granted = c.consumed + uint32(c.rcvbuf)
-				grant, give = c.granted, true
-			}
-			c.rxq.shrink(c.rcvbuf)
-		}
 		c.rxMu.Unlock()
-		if give {
-			if err := c.l.ctrl.sendCredit(c.peer, grant); err != nil {
-				return n, c.opErr("read", err)
-			}
+		if err := c.consume(n); err != nil {
+			return n, c.opErr("read", err)
 		}
 		switch {
-		case isClosed(c.closed):
+		case c.isClosed.Load():
 			return n, c.opErr("read", net.ErrClosed)
 		case n > 0 || len(b) == 0:
 			return n, nil
@@ -203,41 +200,81 @@ func (c *Conn) Read(b []byte) (int, error) {
 		case c.rd.passed():
 			return 0, c.opErr("read", errTimeout)
 		}
-		// Whoever delivers a record for this connection while Read waits
-		// copies it straight into b.
+		c.awaitData(b, &w)
+	}
+}
+
+// consume counts n bytes the application took and returns credit to the
+// peer once a quarter of the window is free again.
+func (c *Conn) consume(n int) error {
+	if n == 0 {
+		return nil
+	}
+	c.rxMu.Lock()
+	c.consumed += uint32(n)
+	give := false
+	var grant uint32
+	if int32(c.consumed+uint32(c.rcvbuf)-c.granted) >= int32(c.rcvbuf/4) {
+		c.granted = c.consumed + uint32(c.rcvbuf)
+		grant, give = c.granted, true
+	}
+	c.rxq.shrink(c.rcvbuf)
+	c.rxMu.Unlock()
+	if give {
+		return c.l.ctrl.sendCredit(c.peer, grant)
+	}
+	return nil
+}
+
+// waiter is the state of one blocking wait: when it started spinning and
+// how often it parked.
+type waiter struct {
+	start time.Time
+	spins int
+	parks int
+}
+
+// awaitData makes one step of waiting for data: poll the partition (Direct
+// mode), spin, or park until a delivery, the deadline or Close. A
+// non-nil b is armed for direct delivery.
+func (c *Conn) awaitData(b []byte, w *waiter) {
+	if b != nil {
+		// Whoever delivers a record for this connection while Read
+		// waits copies it straight into b.
 		c.rxMu.Lock()
 		if c.rxq.len() == 0 {
 			c.direct = b
 		}
 		c.rxMu.Unlock()
-		if c.l.ep.cfg.Mode == Direct && c.part.tryPoll(64) > 0 {
-			continue
-		}
-		if start.IsZero() {
-			start = time.Now()
-		}
-		if time.Since(start) < time.Duration(c.l.spin) {
-			runtime.Gosched()
-			continue
-		}
-		if c.readable() {
-			continue
-		}
-		if err := c.l.ctrl.announceSleep(); err != nil {
-			continue // the link failed: the next round returns the reset
-		}
-		if c.l.ep.cfg.Mode == Direct {
-			c.part.rxMu.Lock()
-			c.part.pollRX(1 << 30)
-			c.part.rxMu.Unlock()
-		}
-		if c.readable() {
-			continue
-		}
-		// The next round takes what was delivered and says why it ended.
-		park(c.rxSig, c.rd, c.closed, c.l.done, parks)
-		parks++
 	}
+	if c.l.ep.cfg.Mode == Direct && c.part.tryPoll(64) > 0 {
+		return
+	}
+	if w.start.IsZero() {
+		w.start = time.Now()
+	}
+	if w.spins++; w.spins%16 != 0 || time.Since(w.start) < time.Duration(c.l.spin) {
+		runtime.Gosched()
+		return
+	}
+	if c.readable() {
+		return
+	}
+	if err := c.l.ctrl.announceSleep(); err != nil {
+		return // the link failed: the caller's next round says so
+	}
+	if c.l.ep.cfg.Mode == Direct {
+		c.part.rxMu.Lock()
+		c.part.pollRX(1 << 30)
+		c.part.rxMu.Unlock()
+	}
+	if c.readable() {
+		return
+	}
+	// The caller's next round takes what was delivered and says why the
+	// wait ended.
+	park(c.rxSig, c.rd, c.closed, c.l.done, w.parks)
+	w.parks++
 }
 
 // readable reports whether Read has something to return.
@@ -249,16 +286,13 @@ func (c *Conn) readable() bool {
 
 // writeErr is why the connection cannot send, or nil.
 func (c *Conn) writeErr() error {
-	if isClosed(c.closed) {
+	if c.isClosed.Load() {
 		return net.ErrClosed
 	}
 	if c.finSent.Load() {
 		return syscall.EPIPE
 	}
-	c.rxMu.Lock()
-	rst := c.rstRecv
-	c.rxMu.Unlock()
-	if rst {
+	if c.rstFlag.Load() {
 		return c.l.failedOr(ErrReset)
 	}
 	if c.wd.passed() {
@@ -369,7 +403,7 @@ func (c *Conn) waitCredit() error {
 // CloseWrite sends FIN after the data written so far: the peer's Read
 // returns io.EOF once it has read it all. Reading goes on.
 func (c *Conn) CloseWrite() error {
-	if isClosed(c.closed) {
+	if c.isClosed.Load() {
 		return c.opErr("close", net.ErrClosed)
 	}
 	c.wmu.Lock()
@@ -390,6 +424,7 @@ func (c *Conn) Close() error {
 	first := false
 	c.closeOnce.Do(func() {
 		first = true
+		c.isClosed.Store(true)
 		close(c.closed)
 	})
 	if !first {

@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,6 +40,7 @@ type deadline struct {
 	mu      sync.Mutex
 	t       *time.Timer
 	expired chan struct{}
+	gone    atomic.Bool // expired is closed: the fast check
 }
 
 func newDeadline() *deadline { return &deadline{expired: make(chan struct{})} }
@@ -55,6 +57,7 @@ func (d *deadline) set(t time.Time) {
 		if closed {
 			d.expired = make(chan struct{})
 		}
+		d.gone.Store(false)
 		return
 	}
 	if dur := time.Until(t); dur > 0 {
@@ -62,12 +65,17 @@ func (d *deadline) set(t time.Time) {
 			d.expired = make(chan struct{})
 		}
 		ch := d.expired
-		d.t = time.AfterFunc(dur, func() { close(ch) })
+		d.gone.Store(false)
+		d.t = time.AfterFunc(dur, func() {
+			d.gone.Store(true)
+			close(ch)
+		})
 		return
 	}
 	if !closed {
 		close(d.expired)
 	}
+	d.gone.Store(true)
 }
 
 func (d *deadline) wait() <-chan struct{} {
@@ -79,12 +87,7 @@ func (d *deadline) wait() <-chan struct{} {
 	return d.expired
 }
 
-func (d *deadline) passed() bool {
-	if d == nil {
-		return false
-	}
-	return isClosed(d.wait())
-}
+func (d *deadline) passed() bool { return d != nil && d.gone.Load() }
 
 func isClosed(ch <-chan struct{}) bool {
 	select {
