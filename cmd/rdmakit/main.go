@@ -17,6 +17,7 @@
 //	rdmakit txn serve --protocol farm|prism-tx|ford [--listen HOST:PORT] [--device URI] [--token-file F]
 //	rdmakit txn bench --protocol farm|prism-tx|ford --nodes A,B,C [--workload smallbank|tatp|ycsb-t] [--load] [--check]
 //	rdmakit txn recover --protocol ford --nodes A,B,C [--coordinator ID] [--sweep]
+//	rdmakit sock serve --listen URI [--app echo|sink|http]
 //	rdmakit node [--uri tcp://HOST:PORT] [--cm HOST:PORT] [--mem 64MiB] [--mrs N] [--metrics HOST:PORT] [--echo] [--token-file F]
 //	rdmakit perf [--uri URI] [--op read|write|send|cas|faa|all] [--test lat|bw|both] [--sizes 8-1048576]
 //	rdmakit perf --connect HOST:PORT [--op …] [--test …] [--size N]
