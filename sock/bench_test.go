@@ -1,6 +1,7 @@
 package sock
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -111,4 +112,35 @@ func BenchmarkStream64K(b *testing.B) {
 		defer c2.Close()
 		benchStream(b, c1, c2, 64<<10)
 	})
+}
+
+func BenchmarkPingPongModes(b *testing.B) {
+	for _, mode := range []Mode{Direct, SP2C, SPSC} {
+		b.Run(mode.String(), func(b *testing.B) {
+			c1, c2, done := pipe(b, Config{Mode: mode}, "shm")
+			defer done()
+			defer c1.Close()
+			defer c2.Close()
+			benchPingPong(b, c1, c2, 64)
+		})
+	}
+}
+
+func BenchmarkStreamConfigs(b *testing.B) {
+	for _, cfg := range []Config{
+		{},
+		{RingSize: 1 << 20, ReadBuffer: 256 << 10},
+		{RingSize: 512 << 10, ReadBuffer: 256 << 10},
+		{RingSize: 512 << 10, ReadBuffer: 128 << 10},
+		{RingSize: 1 << 20, ReadBuffer: 256 << 10, MTU: 64 << 10},
+		{RingSize: 256 << 10, ReadBuffer: 128 << 10, MTU: 32 << 10},
+	} {
+		b.Run(fmt.Sprintf("ring%dK-rcv%dK-mtu%dK", cfg.RingSize>>10, cfg.ReadBuffer>>10, cfg.MTU>>10), func(b *testing.B) {
+			c1, c2, done := pipe(b, cfg, "shm")
+			defer done()
+			defer c1.Close()
+			defer c2.Close()
+			benchStream(b, c1, c2, 64<<10)
+		})
+	}
 }

@@ -51,14 +51,17 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("sock: unknown mode %q (direct, sp2c, spsc): %w", s, ErrInvalidConfig)
 }
 
-// Defaults of Config's zero fields.
+// Defaults of Config's zero fields. Rings and windows are small on
+// purpose: a stream's bytes then stay in the CPU's caches between the
+// sender's copy and the receiver's (64 KiB writes over shm went from 1.8 to
+// 4.6 GB/s when 4 MiB rings and 1 MiB windows became 512 KiB and 256 KiB).
 const (
 	DefaultPartitions  = 2
-	DefaultRingSize    = 4 << 20
+	DefaultRingSize    = 512 << 10
 	DefaultMTU         = 16 << 10
 	DefaultBatchLimit  = 4
-	DefaultReadBuffer  = 1 << 20
-	DefaultWriteBuffer = 1 << 20
+	DefaultReadBuffer  = 256 << 10
+	DefaultWriteBuffer = 256 << 10
 	DefaultSpin        = 50 * time.Microsecond
 	DefaultBacklog     = 128
 	// MaxPartitions bounds Config.Partitions.

@@ -273,7 +273,7 @@ func (c *Conn) awaitData(b []byte, w *waiter) {
 	}
 	// The caller's next round takes what was delivered and says why the
 	// wait ended.
-	park(c.rxSig, c.rd, c.closed, c.l.done, w.parks)
+	park(c.rxSig, c.rd, c.closed, c.l.done, c.l.parkBase, w.parks)
 	w.parks++
 }
 
@@ -393,7 +393,7 @@ func (c *Conn) waitCredit() error {
 		if c.avail() > 0 {
 			return nil
 		}
-		if err := park(c.txSig, c.wd, c.closed, c.l.done, parks); err != nil {
+		if err := park(c.txSig, c.wd, c.closed, c.l.done, c.l.parkBase, parks); err != nil {
 			return err
 		}
 		parks++

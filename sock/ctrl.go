@@ -212,12 +212,27 @@ func (c *ctrlPath) sendCredit(id connID, limit uint32) error {
 }
 
 // pollCredits drains this side's control ring into the connections'
-// send limits. It tells the peer its read index every quarter ring.
+// send limits, unless another goroutine is at it. It tells the peer its
+// read index every quarter ring.
 func (c *ctrlPath) pollCredits() {
 	if !c.rxMu.TryLock() {
 		return
 	}
 	defer c.rxMu.Unlock()
+	c.drainCredits()
+}
+
+// pollCreditsAll drains the control ring, waiting for another poller to
+// finish first: the doorbell loop must not skip entries that arrived after
+// that poller looked.
+func (c *ctrlPath) pollCreditsAll() {
+	c.rxMu.Lock()
+	defer c.rxMu.Unlock()
+	c.drainCredits()
+}
+
+// drainCredits is pollCredits' work; the caller holds rxMu.
+func (c *ctrlPath) drainCredits() {
 	l := c.l
 	if !l.alive() {
 		return

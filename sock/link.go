@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rdmakit/rdmakit/verbs"
 )
@@ -25,11 +26,12 @@ type link struct {
 	dialer bool
 
 	local, peer *linkParams
-	lay, rlay   windowLayout // this side's window, the peer's
-	mtu         int          // the link's record payload limit (the listener's MTU)
-	slice       int          // largest record a Write sends
-	batch       int          // records per turn on a partition (<= 0: no limit)
-	spin        int64        // ns
+	lay, rlay   windowLayout  // this side's window, the peer's
+	mtu         int           // the link's record payload limit (the listener's MTU)
+	slice       int           // largest record a Write sends
+	batch       int           // records per turn on a partition (<= 0: no limit)
+	spin        int64         // ns
+	parkBase    time.Duration // first safety interval of a park (see park)
 
 	win, stage verbs.MR
 	parts      []*partition
@@ -119,6 +121,10 @@ func (l *link) connect(peer *linkParams) error {
 		return fmt.Errorf("%w: peer has %d partitions, we have %d", ErrProtocol, peer.parts, len(l.parts))
 	}
 	l.peer = peer
+	l.parkBase = time.Millisecond
+	if peer.transport != "shm" {
+		l.parkBase = 200 * time.Microsecond
+	}
 	l.rlay = windowLayout{parts: int(peer.parts), ringSize: int(peer.ringSize)}
 	// The listener's MTU and slicing rule the link; each side also never
 	// sends more than the other accepts.

@@ -145,7 +145,7 @@ func (p *partition) waitRoom(rec int, d *deadline, stop <-chan struct{}) (int, e
 		// The peer's application may not be polling its rings at all (it
 		// does not read): its doorbell loop drains them when rung.
 		p.l.ctrl.ring(true)
-		if err := park(ch, d, stop, p.l.done, parks); err != nil {
+		if err := park(ch, d, stop, p.l.done, p.l.parkBase, parks); err != nil {
 			return 0, err
 		}
 		parks++

@@ -77,5 +77,5 @@ func (l *link) pollAll() {
 		p.rxMu.Unlock()
 		p.spaceWait.broadcast()
 	}
-	l.ctrl.pollCredits()
+	l.ctrl.pollCreditsAll()
 }

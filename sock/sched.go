@@ -179,7 +179,7 @@ func (t *txQueue) enqueue(b []byte) (int, error) {
 			b = b[n:]
 			continue
 		}
-		if err := park(ch, c.wd, c.closed, c.l.done, parks); err != nil {
+		if err := park(ch, c.wd, c.closed, c.l.done, c.l.parkBase, parks); err != nil {
 			return total, err
 		}
 		parks++
@@ -285,7 +285,7 @@ func (p *partition) startWorkers(mode Mode) {
 			if round() {
 				continue
 			}
-			park(p.sched.wake, nil, nil, l.done, parks)
+			park(p.sched.wake, nil, nil, l.done, l.parkBase, parks)
 			parks++
 		}
 	}

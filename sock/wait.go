@@ -106,10 +106,14 @@ var errTimeout error = os.ErrDeadlineExceeded
 var errStopped = net.ErrClosed
 
 // park waits for ch, the deadline, stop or the link's end. The i-th park
-// of one wait also wakes after a growing safety interval, so that a
-// doorbell lost to a race of the tcp transport costs latency, never a hang.
-func park(ch <-chan struct{}, d *deadline, stop, done <-chan struct{}, i int) error {
-	t := time.NewTimer(time.Duration(min(1<<min(i, 20), 100_000)) * time.Microsecond)
+// of one wait also wakes after a safety interval of base·2^i (at most
+// 100 ms), so that a doorbell lost to a race costs latency, never a hang.
+// Over shm the doorbell protocol cannot lose one (the sleeping word and the
+// records are ordered by the same memory); over tcp the peer's record can
+// still be on the wire when the parker's last look finds nothing, so the
+// tcp base is short (see link.parkBase).
+func park(ch <-chan struct{}, d *deadline, stop, done <-chan struct{}, base time.Duration, i int) error {
+	t := time.NewTimer(min(base<<min(i, 20), 100*time.Millisecond))
 	defer t.Stop()
 	select {
 	case <-ch:
