@@ -15,7 +15,7 @@ import (
 const (
 	// DefaultResolveTimeout bounds a Resolve query to a peer's sockd: no
 	// answer in time means "no rdmakit endpoint" and plain TCP.
-	DefaultResolveTimeout = 250 * time.Millisecond
+	DefaultResolveTimeout = 500 * time.Millisecond
 	// DefaultCacheTTL is how long a Resolve answer, yes or no, is reused.
 	DefaultCacheTTL = 2 * time.Second
 	// maxCache bounds the Resolve cache.
@@ -280,14 +280,19 @@ func exchange(ctx context.Context, conn net.Conn, req msg, limit int) (msg, erro
 	defer conn.SetDeadline(time.Time{})
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	if _, err := conn.Write(req.encode(nil)); err != nil {
-		return msg{}, err
-	}
+	_, werr := conn.Write(req.encode(nil))
+	// Even when the write failed, the daemon may have said why it closed
+	// the connection (it is full, say): read that first.
 	reply, err := readMsg(conn, nil, limit)
+	if werr != nil && (err != nil || reply.typ != msgError) {
+		return msg{}, werr
+	}
 	if err != nil {
 		return msg{}, err
 	}
-	if reply.id != req.id {
+	// An ERROR with id 0 is about the connection (the daemon is full, or
+	// found the request malformed).
+	if reply.id != req.id && (reply.typ != msgError || reply.id != 0) {
 		return msg{}, fmt.Errorf("%w: reply %d to request %d", ErrProtocol, reply.id, req.id)
 	}
 	return reply, nil

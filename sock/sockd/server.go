@@ -72,7 +72,7 @@ type Server struct {
 	nextID   uint64
 	alive    func(pid int) bool // processAlive; tests replace it
 
-	resolvers chan struct{} // semaphore of TCP connections
+	resolvers chan struct{}   // semaphore of TCP connections
 	ctx       context.Context // cancelled by Close
 	cancel    context.CancelFunc
 	closeOnce sync.Once

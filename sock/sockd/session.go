@@ -75,6 +75,10 @@ func (s *clientSession) read() {
 			s.fail(fmt.Errorf("sockd: connection to the daemon: %w", err))
 			return
 		}
+		if m.typ == msgError && m.id == 0 {
+			s.fail(fmt.Errorf("sockd: the daemon ended the registration: %w", replyError(m)))
+			return
+		}
 		s.mu.Lock()
 		ch := s.pending[m.id]
 		delete(s.pending, m.id)

@@ -129,7 +129,7 @@ func (m *msg) encode(b []byte) []byte {
 // decodeError is a malformed frame.
 type decodeError struct{ why string }
 
-func (e *decodeError) Error() string { return "sockd: malformed message: " + e.why }
+func (e *decodeError) Error() string        { return "sockd: malformed message: " + e.why }
 func (e *decodeError) Is(target error) bool { return target == ErrProtocol }
 
 // decoder reads a frame's fields, remembering the first shortage.
