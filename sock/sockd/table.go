@@ -241,7 +241,7 @@ func sameLoopback(ip net.IP, host string) bool {
 
 // status reports the table.
 func (t *table) status() Status {
-	var s Status
+	s := Status{Listeners: []ListenerStatus{}, Apps: []AppStatus{}}
 	for _, l := range t.listeners {
 		ls := ListenerStatus{
 			URI: l.uri, App: l.info.App, PID: l.info.PID,
