@@ -362,3 +362,29 @@ func TestResolveCache(t *testing.T) {
 		t.Fatal("Resolve without cache and without daemon says ok")
 	}
 }
+
+// TestListenQuota: a registration over the application's max_listeners or
+// max_window_bytes fails the Listen itself.
+func TestListenQuota(t *testing.T) {
+	_, cp := startServer(t, &Policy{Quotas: map[string]Quota{
+		"db":  {MaxListeners: 1},
+		"big": {MaxWindowBytes: 1 << 20},
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	echoListener(t, sock.Config{App: "db", Control: cp}, shmURI())
+	if ln, err := (sock.Config{App: "db", Control: cp}).Listen(ctx, shmURI()); !errors.Is(err, ErrQuota) {
+		if err == nil {
+			ln.Close()
+		}
+		t.Fatalf("second listener of db: %v, want ErrQuota", err)
+	}
+	// 2 partitions × 1 MiB is over big's 1 MiB; 2 × 256 KiB is not.
+	if ln, err := (sock.Config{App: "big", Control: cp, RingSize: 1 << 20}).Listen(ctx, shmURI()); !errors.Is(err, ErrQuota) {
+		if err == nil {
+			ln.Close()
+		}
+		t.Fatalf("listener over max_window_bytes: %v, want ErrQuota", err)
+	}
+	echoListener(t, sock.Config{App: "big", Control: cp, RingSize: 256 << 10}, shmURI())
+}
