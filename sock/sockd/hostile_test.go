@@ -115,3 +115,38 @@ func TestSessionsBounded(t *testing.T) {
 	})
 	unregs[1]()
 }
+
+// TestIdleClientDropped: a local client that registers nothing and says
+// nothing is dropped after IdleTimeout; a registration's session is kept.
+func TestIdleClientDropped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := Start(ctx, Config{Unix: "@rdmakit-sockd-idle-" + shmURI()[6:], Listen: "none", IdleTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cp := &Client{Unix: s.UnixAddr()}
+	uri := shmURI()
+	echoListener(t, sock.Config{App: "db", Control: cp}, uri)
+	idle, err := net.Dial("unix", s.UnixAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	if _, err := idle.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("idle client: read %v, want the daemon to close it", err)
+	}
+	if waited := time.Since(start); waited < 50*time.Millisecond {
+		t.Fatalf("dropped after %v, before the idle timeout", waited)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, ok := listenerStatus(s, uri); !ok {
+		t.Fatal("a registration's session was dropped as idle")
+	}
+	if _, err := dial(t, &sock.Dialer{Config: sock.Config{App: "web"}}, uri); err != nil {
+		t.Fatalf("dial the registered listener: %v", err)
+	}
+}

@@ -30,6 +30,9 @@ const (
 	DefaultMaxSessions = 1024
 	// DefaultMaxResolvers bounds TCP (Resolve) connections at once.
 	DefaultMaxResolvers = 256
+	// DefaultIdleTimeout is how long a local client that registered
+	// nothing may stay silent.
+	DefaultIdleTimeout = 30 * time.Second
 )
 
 // ioTimeout bounds a reply's write and a TCP query's read.
@@ -51,6 +54,11 @@ type Config struct {
 	// MaxSessions bounds the local client connections served at once; zero
 	// means DefaultMaxSessions.
 	MaxSessions int
+	// IdleTimeout is how long a local client that has registered nothing
+	// may stay silent before it is dropped (so idle connections cannot
+	// fill the sessions); a registration's session has none. Zero means
+	// DefaultIdleTimeout.
+	IdleTimeout time.Duration
 	// Logger receives the daemon's logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -100,6 +108,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -237,6 +248,12 @@ func (s *Server) serveSession(ss *session) {
 	buf := make([]byte, maxFrame)
 	var out []byte
 	for {
+		// ss.reg is written by this goroutine only (in register).
+		if ss.reg == 0 {
+			ss.conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		} else {
+			ss.conn.SetReadDeadline(time.Time{})
+		}
 		m, err := readMsg(ss.conn, buf, maxFrame)
 		if err != nil {
 			s.refuseBad(ss.conn, err)
