@@ -16,7 +16,7 @@ type clientSession struct {
 	wmu  sync.Mutex // one writer at a time
 
 	mu      sync.Mutex
-	pending map[uint32]chan msg
+	pending map[uint32]*call
 	nextID  uint32
 	rel     map[relKey]int // releases not yet sent
 	err     error          // why the session ended; nil while it lives
@@ -26,6 +26,16 @@ type clientSession struct {
 	wg     sync.WaitGroup
 }
 
+// call is a request waiting for its reply.
+type call struct {
+	ch        chan msg
+	app       string // an ADMIT's dialing application
+	abandoned bool   // its caller gave up: an ADMITTED is released at once
+}
+
+// maxPending bounds the requests waiting for replies.
+const maxPending = 4096
+
 type relKey struct {
 	app  string
 	part int
@@ -33,7 +43,7 @@ type relKey struct {
 
 func newClientSession(conn net.Conn) *clientSession {
 	s := &clientSession{
-		conn: conn, pending: map[uint32]chan msg{}, nextID: 1, rel: map[relKey]int{},
+		conn: conn, pending: map[uint32]*call{}, nextID: 1, rel: map[relKey]int{},
 		relSig: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	s.wg.Add(2)
@@ -56,8 +66,8 @@ func (s *clientSession) fail(err error) {
 		return
 	}
 	s.err = err
-	for id, ch := range s.pending {
-		close(ch)
+	for id, c := range s.pending {
+		close(c.ch)
 		delete(s.pending, id)
 	}
 	s.mu.Unlock()
@@ -80,38 +90,51 @@ func (s *clientSession) read() {
 			return
 		}
 		s.mu.Lock()
-		ch := s.pending[m.id]
+		c := s.pending[m.id]
 		delete(s.pending, m.id)
+		abandoned := c != nil && c.abandoned
+		switch {
+		case abandoned:
+			s.releaseAdmitted(c, m)
+		case c != nil:
+			c.ch <- m // buffered: never blocks; under mu, so request sees it if it gives up
+		}
 		s.mu.Unlock()
-		if ch == nil {
+		switch {
+		case c == nil:
 			s.fail(fmt.Errorf("%w: reply to no request (id %d)", ErrProtocol, m.id))
 			return
+		case abandoned:
+			s.signalRelease()
 		}
-		ch <- m
 	}
 }
 
 // request sends m and waits for its reply.
 func (s *clientSession) request(ctx context.Context, m msg) (msg, error) {
-	ch := make(chan msg, 1)
+	c := &call{ch: make(chan msg, 1), app: m.app}
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.err
 		s.mu.Unlock()
 		return msg{}, err
 	}
+	if len(s.pending) >= maxPending {
+		s.mu.Unlock()
+		return msg{}, fmt.Errorf("%w: %d requests waiting for the daemon", ErrFull, maxPending)
+	}
 	m.id = s.nextID
 	s.nextID++
 	if s.nextID == 0 {
 		s.nextID = 1
 	}
-	s.pending[m.id] = ch
+	s.pending[m.id] = c
 	s.mu.Unlock()
 	if err := s.write(&m); err != nil {
 		s.fail(fmt.Errorf("sockd: connection to the daemon: %w", err))
 	}
 	select {
-	case r, ok := <-ch:
+	case r, ok := <-c.ch:
 		if !ok {
 			s.mu.Lock()
 			err := s.err
@@ -120,10 +143,28 @@ func (s *clientSession) request(ctx context.Context, m msg) (msg, error) {
 		}
 		return r, nil
 	case <-ctx.Done():
+		// The reply may still come: the reader then releases what the
+		// daemon admitted for nobody.
 		s.mu.Lock()
-		delete(s.pending, m.id)
+		c.abandoned = true
+		select {
+		case r, ok := <-c.ch:
+			if ok {
+				s.releaseAdmitted(c, r)
+			}
+		default:
+		}
 		s.mu.Unlock()
+		s.signalRelease()
 		return msg{}, ctx.Err()
+	}
+}
+
+// releaseAdmitted queues the release of what an abandoned ADMIT got, if
+// it got anything. s.mu is held.
+func (s *clientSession) releaseAdmitted(c *call, reply msg) {
+	if reply.typ == msgAdmitted && s.err == nil && len(s.rel) < MaxApps {
+		s.rel[relKey{c.app, int(reply.part)}]++
 	}
 }
 
@@ -134,6 +175,11 @@ func (s *clientSession) release(app string, part int) {
 		s.rel[relKey{app, part}]++
 	}
 	s.mu.Unlock()
+	s.signalRelease()
+}
+
+// signalRelease wakes the flusher.
+func (s *clientSession) signalRelease() {
 	select {
 	case s.relSig <- struct{}{}:
 	default:
