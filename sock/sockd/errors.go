@@ -56,6 +56,7 @@ type RemoteError struct {
 	Text string // the daemon's explanation
 }
 
+// Error returns the daemon's explanation.
 func (e *RemoteError) Error() string { return e.Text }
 
 // Unwrap returns the error's kind.
