@@ -121,7 +121,21 @@ func (ep *endpoint) handshake(ctx context.Context, ctl net.Conn, dialer bool) (*
 	}
 	stop := context.AfterFunc(ctx, func() { ctl.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	l, err := newLink(ep, ctl, dialer)
+	buf := make([]byte, maxCtlMsg)
+	parts := ep.cfg.Partitions
+	if dialer {
+		body, err := readMsg(ctl, buf)
+		if err != nil {
+			return nil, fmt.Errorf("sock: handshake: %w", err)
+		}
+		if len(body) != 2 || body[0] != msgPreface || body[1] < 1 || body[1] > MaxPartitions {
+			return nil, fmt.Errorf("%w: expected PREFACE", ErrProtocol)
+		}
+		parts = int(body[1])
+	} else if err := writeMsg(ctl, []byte{msgPreface, uint8(parts)}); err != nil {
+		return nil, fmt.Errorf("sock: preface: %w", err)
+	}
+	l, err := newLink(ep, ctl, dialer, parts)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +143,6 @@ func (ep *endpoint) handshake(ctx context.Context, ctl net.Conn, dialer bool) (*
 		l.release()
 		return nil, err
 	}
-	buf := make([]byte, maxCtlMsg)
 	if dialer {
 		if err := writeMsg(ctl, encodeParams(msgHello, l.local)); err != nil {
 			return fail(fmt.Errorf("sock: hello: %w", err))

@@ -9,7 +9,8 @@ import (
 // The control stream of a link (a Unix socket for shm, a TCP connection
 // for tcp — the thesis' NTM channel) carries length-prefixed messages:
 // u32 length, then the body, whose first byte is the message type. Link
-// set-up is HELLO → WELCOME → READY; each connection is SYN → SYNACK or REJECT.
+// set-up is PREFACE → HELLO → WELCOME → READY (PREFACE tells the dialer
+// the listener's partition count, which the link adopts); each connection is SYN → SYNACK or REJECT.
 // Records and teardown (FIN, RST) travel in the rings, in order with the
 // data.
 const (
@@ -19,6 +20,7 @@ const (
 	msgSynAck  = 4
 	msgReject  = 5
 	msgReady   = 6 // the dialer's QPs are connected: the listener may write
+	msgPreface = 7 // the listener's partition count, before HELLO
 
 	helloMagic   = "RKSOCK1\x00"
 	maxCtlMsg    = 4096

@@ -61,13 +61,14 @@ type dialResult struct {
 
 // newLink creates the link's verbs resources: window, staging, QPs.
 // Connecting them to the peer is connect's work.
-func newLink(ep *endpoint, ctl net.Conn, dialer bool) (*link, error) {
+func newLink(ep *endpoint, ctl net.Conn, dialer bool, parts int) (*link, error) {
 	cfg := ep.cfg
+	cfg.Partitions = parts
 	l := &link{
 		ep:     ep,
 		ctl:    ctl,
 		dialer: dialer,
-		lay:    windowLayout{parts: cfg.Partitions, ringSize: cfg.RingSize},
+		lay:    windowLayout{parts: parts, ringSize: cfg.RingSize},
 		dials:  map[uint16]chan dialResult{},
 		done:   make(chan struct{}),
 		spin:   int64(max(cfg.Spin, 0)),

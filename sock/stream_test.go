@@ -2,6 +2,7 @@ package sock
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"math/rand/v2"
 	"sync"
@@ -84,5 +85,37 @@ func TestStreamIntegrity(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// TestDialerAdoptsPartitions: a dialer configured with another partition
+// count adopts the listener's.
+func TestDialerAdoptsPartitions(t *testing.T) {
+	ctx := context.Background()
+	ln, err := Config{Partitions: 3}.Listen(ctx, testURI(t, "shm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	d := &Dialer{Config: Config{Partitions: 1}}
+	seen := map[int]bool{}
+	for i := 0; i < 3; i++ {
+		c, err := d.Dial(ctx, ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		a, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		if c.Partition() != a.(*Conn).Partition() {
+			t.Fatalf("ends in partitions %d and %d", c.Partition(), a.(*Conn).Partition())
+		}
+		seen[c.Partition()] = true
+	}
+	if len(seen) != 3 {
+		t.Fatalf("3 connections used partitions %v, want 0, 1 and 2 (round-robin)", seen)
 	}
 }
