@@ -51,17 +51,22 @@ func ParseMode(s string) (Mode, error) {
 	return 0, fmt.Errorf("sock: unknown mode %q (direct, sp2c, spsc): %w", s, ErrInvalidConfig)
 }
 
-// Defaults of Config's zero fields. Rings and windows are small on
+// Defaults of Config's zero fields. Over shm rings and windows are small on
 // purpose: a stream's bytes then stay in the CPU's caches between the
-// sender's copy and the receiver's (64 KiB writes over shm went from 1.8 to
-// 4.6 GB/s when 4 MiB rings and 1 MiB windows became 512 KiB and 256 KiB).
+// sender's copy and the receiver's (64 KiB writes went from 1.8 to 4.6 GB/s
+// when 4 MiB rings and 1 MiB windows became 512 KiB and 256 KiB). Over tcp
+// the window must cover the bandwidth-delay product of a soft NIC's round
+// trip instead: larger rings and windows.
 const (
-	DefaultPartitions  = 2
-	DefaultRingSize    = 512 << 10
-	DefaultMTU         = 16 << 10
-	DefaultBatchLimit  = 4
-	DefaultReadBuffer  = 256 << 10
-	DefaultWriteBuffer = 256 << 10
+	DefaultPartitions     = 2
+	DefaultRingSize       = 512 << 10
+	DefaultRingSizeTCP    = 8 << 20
+	DefaultMTU            = 16 << 10
+	DefaultBatchLimit     = 4
+	DefaultReadBuffer     = 256 << 10
+	DefaultReadBufferTCP  = 4 << 20
+	DefaultWriteBuffer    = 256 << 10
+	DefaultWriteBufferTCP = 4 << 20
 	DefaultSpin        = 50 * time.Microsecond
 	DefaultBacklog     = 128
 	// MaxPartitions bounds Config.Partitions.
@@ -80,7 +85,7 @@ type Config struct {
 	Partitions int
 	// RingSize is the bytes of each partition ring in this side's window
 	// (a power of two, at least 64 KiB and 4 MTUs). Zero means
-	// DefaultRingSize.
+	// DefaultRingSize over shm, DefaultRingSizeTCP over tcp.
 	RingSize int
 	// MTU is the largest record payload: writes are sliced into records of
 	// at most MTU bytes (the thesis' slicing against head-of-line blocking).
@@ -100,7 +105,7 @@ type Config struct {
 	// ReadBuffer and WriteBuffer are each connection's initial receive
 	// window (the credit its peer starts with) and, in SP2C and SPSC, its
 	// send queue. Conn.SetReadBuffer and SetWriteBuffer change them. Zero
-	// means the defaults.
+	// means the defaults (the TCP ones over tcp).
 	ReadBuffer, WriteBuffer int
 	// Spin is how long a goroutine polls before it parks and asks the peer
 	// for a doorbell. Zero means DefaultSpin; negative means never spin.
@@ -121,24 +126,46 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// forTransport fills the defaults that depend on the transport and checks
+// what depends on them.
+func (c Config) forTransport(transport string) (Config, error) {
+	tcp := transport == "tcp"
+	if c.RingSize == 0 {
+		c.RingSize = DefaultRingSize
+		if tcp {
+			c.RingSize = DefaultRingSizeTCP
+		}
+	}
+	if c.ReadBuffer == 0 {
+		c.ReadBuffer = DefaultReadBuffer
+		if tcp {
+			c.ReadBuffer = DefaultReadBufferTCP
+		}
+	}
+	if c.WriteBuffer == 0 {
+		c.WriteBuffer = DefaultWriteBuffer
+		if tcp {
+			c.WriteBuffer = DefaultWriteBufferTCP
+		}
+	}
+	switch {
+	case c.RingSize < 64<<10 || c.RingSize&(c.RingSize-1) != 0 || c.RingSize > 1<<30:
+		return c, fmt.Errorf("sock: ring size %d (a power of two from 64 KiB to 1 GiB): %w", c.RingSize, ErrInvalidConfig)
+	case c.MTU > c.RingSize/4:
+		return c, fmt.Errorf("sock: MTU %d (at most ring size / 4): %w", c.MTU, ErrInvalidConfig)
+	}
+	return c, nil
+}
+
 func (c Config) withDefaults() (Config, error) {
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
-	}
-	if c.RingSize == 0 {
-		c.RingSize = DefaultRingSize
 	}
 	if c.MTU == 0 {
 		c.MTU = DefaultMTU
 	}
 	if c.BatchLimit == 0 {
 		c.BatchLimit = DefaultBatchLimit
-	}
-	if c.ReadBuffer == 0 {
-		c.ReadBuffer = DefaultReadBuffer
-	}
-	if c.WriteBuffer == 0 {
-		c.WriteBuffer = DefaultWriteBuffer
 	}
 	if c.Spin == 0 {
 		c.Spin = DefaultSpin
@@ -155,9 +182,9 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Partitions < 1 || c.Partitions > MaxPartitions:
 		return c, fmt.Errorf("sock: %d partitions (1 to %d): %w", c.Partitions, MaxPartitions, ErrInvalidConfig)
-	case c.RingSize < 64<<10 || c.RingSize&(c.RingSize-1) != 0 || c.RingSize > 1<<30:
+	case c.RingSize != 0 && (c.RingSize < 64<<10 || c.RingSize&(c.RingSize-1) != 0 || c.RingSize > 1<<30):
 		return c, fmt.Errorf("sock: ring size %d (a power of two from 64 KiB to 1 GiB): %w", c.RingSize, ErrInvalidConfig)
-	case c.MTU < 64 || c.MTU > c.RingSize/4 || c.MTU > hdrMaxLen:
+	case c.MTU < 64 || (c.RingSize != 0 && c.MTU > c.RingSize/4) || c.MTU > hdrMaxLen:
 		return c, fmt.Errorf("sock: MTU %d (64 to ring size / 4): %w", c.MTU, ErrInvalidConfig)
 	case c.ReadBuffer < 0 || c.ReadBuffer > 1<<30 || c.WriteBuffer < 0 || c.WriteBuffer > 1<<30:
 		return c, fmt.Errorf("sock: buffer sizes %d / %d (up to 1 GiB): %w", c.ReadBuffer, c.WriteBuffer, ErrInvalidConfig)

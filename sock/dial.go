@@ -37,7 +37,7 @@ func (d *Dialer) Dial(ctx context.Context, uri string) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := l.dial(ctx, a.service(), d.cfg.ReadBuffer)
+	c, err := l.dial(ctx, a.service(), l.ep.cfg.ReadBuffer)
 	if err != nil {
 		return nil, err
 	}

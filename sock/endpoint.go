@@ -44,6 +44,10 @@ var devSeq atomic.Uint64
 // openEndpoint opens the device of an endpoint for transport ("shm" or
 // "tcp"); host is the tcp device's host.
 func openEndpoint(cfg Config, transport, host string) (*endpoint, error) {
+	cfg, err := cfg.forTransport(transport)
+	if err != nil {
+		return nil, err
+	}
 	var uri string
 	switch transport {
 	case "shm":

@@ -61,7 +61,7 @@ func (c Config) Listen(ctx context.Context, uri string) (*Listener, error) {
 	if cp := cfg.Control; cp != nil {
 		unreg, err := cp.Register(ctx, ListenerInfo{
 			Addr: a, App: cfg.App, PID: os.Getpid(),
-			Partitions: cfg.Partitions, RingSize: cfg.RingSize, MTU: cfg.MTU,
+			Partitions: cfg.Partitions, RingSize: ep.cfg.RingSize, MTU: cfg.MTU,
 		})
 		if err != nil {
 			ctl.Close()
