@@ -67,8 +67,8 @@ const (
 	DefaultReadBufferTCP  = 4 << 20
 	DefaultWriteBuffer    = 256 << 10
 	DefaultWriteBufferTCP = 4 << 20
-	DefaultSpin        = 50 * time.Microsecond
-	DefaultBacklog     = 128
+	DefaultSpin           = 50 * time.Microsecond
+	DefaultBacklog        = 128
 	// MaxPartitions bounds Config.Partitions.
 	MaxPartitions = 32
 	// MaxConns is the number of connections one link carries at once.
