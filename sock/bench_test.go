@@ -144,3 +144,15 @@ func BenchmarkStreamConfigs(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkStreamModes(b *testing.B) {
+	for _, mode := range []Mode{Direct, SP2C, SPSC} {
+		b.Run(mode.String(), func(b *testing.B) {
+			c1, c2, done := pipe(b, Config{Mode: mode}, "shm")
+			defer done()
+			defer c1.Close()
+			defer c2.Close()
+			benchStream(b, c1, c2, 64<<10)
+		})
+	}
+}

@@ -260,20 +260,16 @@ func (c *Conn) awaitData(b []byte, w *waiter) {
 	if c.readable() {
 		return
 	}
-	if err := c.l.ctrl.announceSleep(); err != nil {
-		return // the link failed: the caller's next round says so
-	}
-	if c.l.ep.cfg.Mode == Direct {
-		c.part.rxMu.Lock()
-		c.part.pollRX(1 << 30)
-		c.part.rxMu.Unlock()
-	}
-	if c.readable() {
-		return
-	}
 	// The caller's next round takes what was delivered and says why the
 	// wait ended.
-	park(c.rxSig, c.rd, c.closed, c.l.done, c.l.parkBase, w.parks)
+	c.l.parkRemote(c.rxSig, c.rd, c.closed, w.parks, func() bool {
+		if c.l.ep.cfg.Mode == Direct {
+			c.part.rxMu.Lock()
+			c.part.pollRX(1 << 30)
+			c.part.rxMu.Unlock()
+		}
+		return c.readable()
+	})
 	w.parks++
 }
 
@@ -386,14 +382,10 @@ func (c *Conn) waitCredit() error {
 			runtime.Gosched()
 			continue
 		}
-		if err := c.l.ctrl.announceSleep(); err != nil {
-			return err
-		}
-		c.l.ctrl.pollCredits()
-		if c.avail() > 0 {
-			return nil
-		}
-		if err := park(c.txSig, c.wd, c.closed, c.l.done, c.l.parkBase, parks); err != nil {
+		if err := c.l.parkRemote(c.txSig, c.wd, c.closed, parks, func() bool {
+			c.l.ctrl.pollCredits()
+			return c.avail() > 0
+		}); err != nil {
 			return err
 		}
 		parks++

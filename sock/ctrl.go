@@ -151,6 +151,23 @@ func (c *ctrlPath) announceSleep() error {
 	return c.writeWord(winSleepingOff, 1, true)
 }
 
+// parkRemote parks a goroutine that waits for something the peer writes:
+// it asks the peer for a doorbell (announceSleep), returns at once if
+// ready() reports the wait over, and otherwise parks (see park). While
+// any goroutine is parked this way the doorbell loop renews the request
+// after each doorbell, so the peer's later writes ring too.
+func (l *link) parkRemote(ch <-chan struct{}, d *deadline, stop <-chan struct{}, parks int, ready func() bool) error {
+	l.sleepers.Add(1)
+	defer l.sleepers.Add(-1)
+	if err := l.ctrl.announceSleep(); err != nil {
+		return err
+	}
+	if ready() {
+		return nil
+	}
+	return park(ch, d, stop, l.done, l.parkBase, parks)
+}
+
 // ringIfAsleep sends the peer a doorbell if it asked for one. Call it after
 // writing into the peer's window.
 func (c *ctrlPath) ringIfAsleep() { c.ring(false) }
@@ -315,5 +332,13 @@ func (l *link) doorbellLoop() {
 			return
 		}
 		l.pollAll()
+		if l.sleepers.Load() > 0 {
+			// The doorbell used up the peer's request; goroutines still
+			// sleep: ask again, then look once more.
+			if c.announceSleep() != nil {
+				return
+			}
+			l.pollAll()
+		}
 	}
 }

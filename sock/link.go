@@ -32,6 +32,7 @@ type link struct {
 	batch       int           // records per turn on a partition (<= 0: no limit)
 	spin        int64         // ns
 	parkBase    time.Duration // first safety interval of a park (see park)
+	sleepers    atomic.Int32  // goroutines in parkRemote
 
 	win, stage verbs.MR
 	parts      []*partition

@@ -38,7 +38,8 @@ type partition struct {
 	syncWant bool
 
 	// SP2C / SPSC.
-	sched scheduler
+	sched  scheduler
+	rxWake chan struct{} // the RX goroutine's (SP2C): records came by doorbell
 }
 
 const (
@@ -47,7 +48,7 @@ const (
 )
 
 func newPartition(l *link, idx int) (*partition, error) {
-	p := &partition{l: l, idx: idx, tok: make(chan struct{}, 1)}
+	p := &partition{l: l, idx: idx, tok: make(chan struct{}, 1), rxWake: make(chan struct{}, 1)}
 	p.tok <- struct{}{}
 	var err error
 	if p.cq, err = l.ep.dev.CreateCQ(2 * sqDepth); err != nil {
@@ -136,16 +137,16 @@ func (p *partition) waitRoom(rec int, d *deadline, stop <-chan struct{}) (int, e
 		if _, ok := p.room(rec); ok {
 			continue
 		}
-		if err := p.l.ctrl.announceSleep(); err != nil {
-			return 0, err
-		}
-		if _, ok := p.room(rec); ok {
-			continue
-		}
-		// The peer's application may not be polling its rings at all (it
-		// does not read): its doorbell loop drains them when rung.
-		p.l.ctrl.ring(true)
-		if err := park(ch, d, stop, p.l.done, p.l.parkBase, parks); err != nil {
+		if err := p.l.parkRemote(ch, d, stop, parks, func() bool {
+			if _, ok := p.room(rec); ok {
+				return true
+			}
+			// The peer's application may not be polling its rings at
+			// all (it does not read): its doorbell loop drains them
+			// when rung.
+			p.l.ctrl.ring(true)
+			return false
+		}); err != nil {
 			return 0, err
 		}
 		parks++

@@ -73,7 +73,14 @@ func (p *partition) tryPoll(max int) int {
 func (l *link) pollAll() {
 	for _, p := range l.parts {
 		p.rxMu.Lock()
-		p.pollRX(1 << 30)
+		if p.pollRX(1<<30) > 0 {
+			// In SP2C the partition's RX goroutine may be asleep: more
+			// records are likely; let it poll.
+			signal(p.rxWake)
+			if l.ep.cfg.Mode == SPSC {
+				signal(p.sched.wake)
+			}
+		}
 		p.rxMu.Unlock()
 		p.spaceWait.broadcast()
 	}

@@ -262,7 +262,7 @@ func (p *partition) rxRound() bool {
 // startWorkers runs the partition's goroutines for mode.
 func (p *partition) startWorkers(mode Mode) {
 	l := p.l
-	run := func(round func() bool, announce bool) {
+	run := func(round func() bool, wake chan struct{}) {
 		defer l.closed.Done()
 		var last time.Time
 		parks := 0
@@ -279,26 +279,24 @@ func (p *partition) startWorkers(mode Mode) {
 				runtime.Gosched()
 				continue
 			}
-			if announce && l.ctrl.announceSleep() != nil {
+			// Both kinds of worker wait for the peer's writes: records,
+			// and credit or ring space for the queued connections.
+			if l.parkRemote(wake, nil, nil, parks, round) != nil {
 				return
 			}
-			if round() {
-				continue
-			}
-			park(p.sched.wake, nil, nil, l.done, l.parkBase, parks)
 			parks++
 		}
 	}
 	switch mode {
 	case SP2C:
 		l.closed.Add(2)
-		go run(p.txRound, false)
-		go run(p.rxRound, true)
+		go run(p.txRound, p.sched.wake)
+		go run(p.rxRound, p.rxWake)
 	case SPSC:
 		l.closed.Add(1)
 		go run(func() bool {
 			tx := p.txRound()
 			return p.rxRound() || tx
-		}, true)
+		}, p.sched.wake)
 	}
 }
