@@ -152,3 +152,27 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 	var nd net.Dialer
 	return nd.DialContext(ctx, network, address)
 }
+
+// Close ends the Dialer's links — every connection it dialed is reset —
+// and frees its devices. Dial after Close makes new ones.
+func (d *Dialer) Close() error {
+	d.mu.Lock()
+	links := d.links
+	eps := d.eps
+	d.links = map[string]*link{}
+	d.eps = map[string]*endpoint{}
+	d.mu.Unlock()
+	for _, ep := range eps {
+		ep.mu.Lock()
+		ep.closing = true
+		none := len(ep.links) == 0
+		ep.mu.Unlock()
+		if none {
+			ep.closeDevice()
+		}
+	}
+	for _, l := range links {
+		l.fail(errLinkClosed)
+	}
+	return nil
+}

@@ -30,7 +30,10 @@ type endpoint struct {
 
 	mu      sync.Mutex
 	links   map[*link]struct{}
-	closing bool // a listener's endpoint after Close: ends with its last link
+	closing bool // after Listener.Close or Dialer.Close: ends with its last link
+
+	released  sync.WaitGroup // links not yet released
+	closeOnce sync.Once
 }
 
 type linkDial struct {
@@ -75,10 +78,14 @@ func openEndpoint(cfg Config, transport, host string) (*endpoint, error) {
 	}, nil
 }
 
-// close frees the device once no link is left.
+// closeDevice frees the device once every link has released what it made
+// on it; it runs once.
 func (ep *endpoint) closeDevice() {
-	ep.pd.Dealloc()
-	ep.dev.Close()
+	ep.closeOnce.Do(func() {
+		ep.released.Wait()
+		ep.pd.Dealloc()
+		ep.dev.Close()
+	})
 }
 
 // forget removes a failed link; a closing listener's endpoint closes with
@@ -89,11 +96,7 @@ func (ep *endpoint) forget(l *link) {
 	last := ep.closing && len(ep.links) == 0
 	ep.mu.Unlock()
 	if last {
-		go func() {
-			l.closed.Wait()
-			time.Sleep(10 * time.Millisecond) // the link's release runs first
-			ep.closeDevice()
-		}()
+		go ep.closeDevice()
 	}
 }
 
@@ -196,6 +199,8 @@ func (ep *endpoint) handshake(ctx context.Context, ctl net.Conn, dialer bool) (*
 		return fail(fmt.Errorf("sock: endpoint closing: %w", ErrRefused))
 	}
 	ep.links[l] = struct{}{}
+	ep.released.Add(1)
+	l.registered = true
 	ep.mu.Unlock()
 	l.start()
 	return l, nil

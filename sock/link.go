@@ -33,6 +33,7 @@ type link struct {
 	spin        int64         // ns
 	parkBase    time.Duration // first safety interval of a park (see park)
 	sleepers    atomic.Int32  // goroutines in parkRemote
+	registered  bool          // counted in ep.released (set under ep.mu before start)
 
 	win, stage verbs.MR
 	parts      []*partition
@@ -205,11 +206,14 @@ func (l *link) fail(err error) {
 		for _, ch := range dials {
 			close(ch)
 		}
-		l.ep.forget(l)
 		go func() {
 			l.closed.Wait()
 			l.quiesce()
 			l.release()
+			if l.registered {
+				l.ep.released.Done()
+			}
+			l.ep.forget(l)
 		}()
 	})
 }

@@ -3,10 +3,13 @@ package sock
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestStreamIntegrity sends a pseudo-random byte stream in writes of random
@@ -117,5 +120,55 @@ func TestDialerAdoptsPartitions(t *testing.T) {
 	}
 	if len(seen) != 3 {
 		t.Fatalf("3 connections used partitions %v, want 0, 1 and 2 (round-robin)", seen)
+	}
+}
+
+// TestDialerClose: Close resets the Dialer's connections and frees its
+// links; the listener's side sees the reset; dialing again works.
+func TestDialerClose(t *testing.T) {
+	for _, tr := range []string{"shm", "tcp"} {
+		t.Run(tr, func(t *testing.T) {
+			ctx := context.Background()
+			ln, err := Listen(ctx, testURI(t, tr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			d := &Dialer{}
+			c, err := d.Dial(ctx, ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close()
+			d.Close()
+			if _, err := c.Read(make([]byte, 1)); !errors.Is(err, ErrReset) {
+				t.Fatalf("dialer's Read after Dialer.Close: %v, want ErrReset", err)
+			}
+			a.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := a.Read(make([]byte, 1)); !errors.Is(err, ErrReset) || !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("listener's Read after Dialer.Close: %v, want ErrReset (ECONNRESET)", err)
+			}
+			c2, err := d.Dial(ctx, ln.Addr().String())
+			if err != nil {
+				t.Fatalf("dial after Close: %v", err)
+			}
+			defer c2.Close()
+			a2, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a2.Close()
+			if _, err := c2.Write([]byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadFull(a2, make([]byte, 1)); err != nil {
+				t.Fatal(err)
+			}
+			d.Close()
+		})
 	}
 }
