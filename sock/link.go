@@ -225,14 +225,18 @@ var errLinkClosed = errors.New("sock: link closed")
 // checks l.done after taking it.
 func (l *link) quiesce() {
 	for _, p := range l.parts {
-		<-p.tok
-		p.rxMu.Lock()
-		p.rxMu.Unlock() //nolint:staticcheck // an empty critical section: waiting for the holder
+		<-p.tok // kept: later lockers see l.done instead
+		waitFor(&p.rxMu)
 	}
-	l.ctrl.mu.Lock()
-	l.ctrl.mu.Unlock() //nolint:staticcheck // as above
-	l.ctrl.rxMu.Lock()
-	l.ctrl.rxMu.Unlock() //nolint:staticcheck // as above
+	waitFor(&l.ctrl.mu)
+	waitFor(&l.ctrl.rxMu)
+}
+
+// waitFor waits until whoever holds mu lets it go.
+func waitFor(mu *sync.Mutex) {
+	mu.Lock()
+	//lint:ignore SA2001 the empty critical section is the point: the holder has left
+	mu.Unlock()
 }
 
 // release frees what newLink and connect made.

@@ -30,7 +30,6 @@ type partition struct {
 	sge        [4]verbs.SGE
 	wc         [16]verbs.WC
 	spaceWait  waitq // goroutines waiting for the peer to free ring space
-	lastShadow uint64
 
 	// RX, under rxMu.
 	rxMu     sync.Mutex
