@@ -165,7 +165,7 @@ func (l *link) parkRemote(ch <-chan struct{}, d *deadline, stop <-chan struct{},
 	if ready() {
 		return nil
 	}
-	return park(ch, d, stop, l.done, l.parkBase, parks)
+	return park(ch, d, stop, l.done, l.parkBase, l.parkMax, parks)
 }
 
 // ringIfAsleep sends the peer a doorbell if it asked for one. Call it after

@@ -32,6 +32,7 @@ type link struct {
 	batch       int           // records per turn on a partition (<= 0: no limit)
 	spin        int64         // ns
 	parkBase    time.Duration // first safety interval of a park (see park)
+	parkMax     time.Duration // and the longest
 	sleepers    atomic.Int32  // goroutines in parkRemote
 	registered  bool          // counted in ep.released (set under ep.mu before start)
 
@@ -124,9 +125,11 @@ func (l *link) connect(peer *linkParams) error {
 		return fmt.Errorf("%w: peer has %d partitions, we have %d", ErrProtocol, peer.parts, len(l.parts))
 	}
 	l.peer = peer
-	l.parkBase = time.Millisecond
+	// Over shm no doorbell is lost (see park): the timer is only a
+	// backstop, and idle readers should cost next to nothing.
+	l.parkBase, l.parkMax = time.Millisecond, time.Second
 	if peer.transport != "shm" {
-		l.parkBase = 200 * time.Microsecond
+		l.parkBase, l.parkMax = 200*time.Microsecond, 100*time.Millisecond
 	}
 	l.rlay = windowLayout{parts: int(peer.parts), ringSize: int(peer.ringSize)}
 	// The listener's MTU and slicing rule the link; each side also never

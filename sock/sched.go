@@ -179,7 +179,7 @@ func (t *txQueue) enqueue(b []byte) (int, error) {
 			b = b[n:]
 			continue
 		}
-		if err := park(ch, c.wd, c.closed, c.l.done, c.l.parkBase, parks); err != nil {
+		if err := park(ch, c.wd, c.closed, c.l.done, c.l.parkBase, c.l.parkMax, parks); err != nil {
 			return total, err
 		}
 		parks++
