@@ -125,11 +125,12 @@ func (l *link) connect(peer *linkParams) error {
 		return fmt.Errorf("%w: peer has %d partitions, we have %d", ErrProtocol, peer.parts, len(l.parts))
 	}
 	l.peer = peer
-	// Over shm no doorbell is lost (see park): the timer is only a
-	// backstop, and idle readers should cost next to nothing.
-	l.parkBase, l.parkMax = time.Millisecond, time.Second
+	// Over shm a doorbell is lost only while the shm device still sends
+	// a WRITE through its rings instead of storing it directly (before
+	// the peer's window is mapped here): the timer is a backstop.
+	l.parkBase, l.parkMax = time.Millisecond, 100*time.Millisecond
 	if peer.transport != "shm" {
-		l.parkBase, l.parkMax = 200*time.Microsecond, 100*time.Millisecond
+		l.parkBase = 200 * time.Microsecond
 	}
 	l.rlay = windowLayout{parts: int(peer.parts), ringSize: int(peer.ringSize)}
 	// The listener's MTU and slicing rule the link; each side also never

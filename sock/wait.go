@@ -108,10 +108,11 @@ var errStopped = net.ErrClosed
 // park waits for ch, the deadline, stop or the link's end. The i-th park
 // of one wait also wakes after a safety interval of base·2^i (at most
 // most), so that a doorbell lost to a race costs latency, never a hang.
-// Over shm the doorbell protocol cannot lose one (the sleeping word and the
-// records are ordered by the same memory); over tcp the peer's record can
+// Over shm the sleeping word and the records are ordered by the same
+// memory once the device stores WRITEs directly (it sends them through its
+// rings until the peer's region is mapped); over tcp the peer's record can
 // still be on the wire when the parker's last look finds nothing, so the
-// tcp base is short and its cap low (see link.parkBase).
+// tcp base is short (see link.parkBase).
 func park(ch <-chan struct{}, d *deadline, stop, done <-chan struct{}, base, most time.Duration, i int) error {
 	t := time.NewTimer(min(base<<min(i, 20), most))
 	defer t.Stop()
