@@ -396,8 +396,14 @@ func (l *link) freeSlot(id connID) {
 	l.free = append(l.free, id.slot)
 	l.nconns--
 	if l.nconns == 0 && !l.dialer {
-		// A listener's link with no connections stays: the dialer reuses it.
-		return
+		// A listener's link with no connections stays for the dialer to
+		// reuse — unless the listener is closed: then it ends.
+		l.ep.mu.Lock()
+		closing := l.ep.closing
+		l.ep.mu.Unlock()
+		if closing {
+			go l.fail(errLinkClosed)
+		}
 	}
 }
 

@@ -172,3 +172,51 @@ func TestDialerClose(t *testing.T) {
 		})
 	}
 }
+
+// TestListenerCloseEndsIdleLinks: after Listener.Close, accepted
+// connections go on; once they close, the link ends and dialing fails.
+func TestListenerCloseEndsIdleLinks(t *testing.T) {
+	ctx := context.Background()
+	ln, err := Listen(ctx, testURI(t, "shm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Dialer{}
+	defer d.Close()
+	c, err := d.Dial(ctx, ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	if _, err := c.Write([]byte("after close")); err != nil {
+		t.Fatalf("accepted connection after Listener.Close: %v", err)
+	}
+	buf := make([]byte, 11)
+	if _, err := io.ReadFull(a, buf); err != nil || string(buf) != "after close" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	a.Close()
+	c.Close()
+	alive := func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, l := range d.links {
+			if l.alive() {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(5 * time.Second); alive(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the dialer's link outlived the closed listener's last connection by 5 s")
+		}
+	}
+	if _, err := d.Dial(ctx, ln.Addr().String()); !errors.Is(err, ErrNoEndpoint) {
+		t.Fatalf("dial after the listener closed: %v, want ErrNoEndpoint", err)
+	}
+}
