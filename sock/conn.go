@@ -35,6 +35,7 @@ type Conn struct {
 	localClosed bool        // Close ran: drop data, reset the peer
 	rstSent     bool
 	freed       bool
+	lingering   bool // closed, waiting for the peer's FIN: counted in l.sleepers
 	rxSig       chan struct{}
 	direct      []byte // a blocked Read's buffer: data goes straight in
 	directN     int
@@ -126,6 +127,7 @@ func (c *Conn) deliver(h header, payload []byte) {
 	}
 	if c.localClosed && (c.finRecv || c.rstRecv || c.rstSent) && !c.freed {
 		c.freed, free = true, true
+		c.stopLingering()
 	}
 	c.rxMu.Unlock()
 	if rst {
@@ -153,12 +155,22 @@ func (c *Conn) credit(limit uint32) {
 	c.txq.kick()
 }
 
+// stopLingering ends a closed connection's doorbell request; the caller
+// holds rxMu.
+func (c *Conn) stopLingering() {
+	if c.lingering {
+		c.lingering = false
+		c.l.sleepers.Add(-1)
+	}
+}
+
 // linkFailed resets the connection: its link is gone.
 func (c *Conn) linkFailed() {
 	c.rxMu.Lock()
 	c.rstRecv = true
 	c.rstFlag.Store(true)
 	c.freed = true
+	c.stopLingering()
 	c.rxMu.Unlock()
 	signal(c.rxSig)
 	signal(c.txSig)
@@ -436,10 +448,24 @@ func (c *Conn) Close() error {
 	if free {
 		c.freed = true
 	}
+	// Until the peer's FIN or RST arrives the slot stays taken, and
+	// nobody may be polling this side's rings (no Read is left): keep the
+	// peer's doorbell requested so that its FIN is taken when it comes.
+	linger := !c.freed
+	if linger {
+		c.lingering = true
+		c.l.sleepers.Add(1)
+	}
 	c.rxq = byteRing{}
 	c.rxMu.Unlock()
 	if !c.l.alive() {
 		return nil
+	}
+	if linger && c.l.ctrl.announceSleep() == nil {
+		// The FIN may have come before the request: look once.
+		c.part.rxMu.Lock()
+		c.part.pollRX(1 << 30)
+		c.part.rxMu.Unlock()
 	}
 	var err error
 	switch {
