@@ -101,7 +101,7 @@ func (c *Conn) deliver(h header, payload []byte) {
 		switch {
 		case c.localClosed || c.rstRecv:
 			rst = !c.rstSent
-		case c.rxq.len()+len(payload) > int(int32(c.granted-c.consumed)):
+		case c.rxq.len()+c.directN+len(payload) > int(int32(c.granted-c.consumed)):
 			// More than the credit given: a peer that lies. Reset it.
 			c.rstRecv = true
 			c.rstFlag.Store(true)

@@ -208,7 +208,13 @@ func (c *ctrlPath) sendCredit(id connID, limit uint32) error {
 			return c.l.failedOr(ErrReset)
 		}
 		sh := load64(c.l.win.Bytes(), winCtrlShadow)
-		if sh <= c.write && c.write-sh < ctrlEntries {
+		if sh > c.write {
+			// The peer claims to have read entries never written.
+			c.mu.Unlock()
+			c.l.fail(fmt.Errorf("sock: %w: control read index %d beyond the %d entries sent", ErrProtocol, sh, c.write))
+			return c.l.failedOr(ErrReset)
+		}
+		if c.write-sh < ctrlEntries {
 			break
 		}
 		// The peer has not consumed its control ring; it will (its

@@ -120,6 +120,11 @@ func (p *partition) waitRoom(rec int, d *deadline, stop <-chan struct{}) (int, e
 	start := time.Now()
 	parks := 0
 	for i := 0; ; i++ {
+		if sh := p.shadow(); sh > p.write {
+			// The peer claims to have read what was never written.
+			p.l.fail(fmt.Errorf("sock: partition %d: %w: read index %d beyond the %d bytes sent", p.idx, ErrProtocol, sh, p.write))
+			return 0, p.l.failedOr(ErrReset)
+		}
 		if pad, ok := p.room(rec); ok {
 			return pad, nil
 		}
