@@ -175,13 +175,14 @@ func (c *ctrlPath) ringIfAsleep() { c.ring(false) }
 // ring sends the peer a doorbell if it asked for one, or always if force
 // (a goroutine here waits for the peer to drain its rings).
 func (c *ctrlPath) ring(force bool) {
-	win := c.l.win.Bytes()
-	if !force && (load64(win, winSleepingOff) == 0 || !cas64(win, winSleepingOff, 1, 0)) {
-		return
-	}
+	// The window is read under mu, which the link's release waits for.
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.l.alive() {
+		return
+	}
+	win := c.l.win.Bytes()
+	if !force && (load64(win, winSleepingOff) == 0 || !cas64(win, winSleepingOff, 1, 0)) {
 		return
 	}
 	c.wrs[0] = verbs.SendWR{Opcode: verbs.OpSend}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package sock
+
+const raceEnabled = false
