@@ -117,8 +117,7 @@ func (h hostile) advanceTo(pos int) {
 }
 
 // hostileConfig is small enough for an attack to reach the ring's end in a
-// few records. Its MTU is below the shm device's largest WRITE (16 KiB), so
-// that a record over the MTU reaches the peer.
+// few records.
 func hostileConfig(mode Mode) Config {
 	return Config{Partitions: 1, RingSize: 64 << 10, MTU: 8 << 10, ReadBuffer: 32 << 10, Mode: mode}
 }
@@ -142,8 +141,8 @@ func TestHostileRingFailsLink(t *testing.T) {
 		{"valid bit clear", func(h hostile) {
 			h.wordAtHead(header{n: 8, kind: kindData, id: h.c.peer}.encode() &^ hdrValid)
 		}},
-		{"data longer than the MTU", func(h hostile) {
-			n := h.c.l.mtu + 8
+		{"data longer than a quarter ring", func(h hostile) {
+			n := h.c.l.rlay.ringSize/4 + 8
 			h.record(header{n: n, kind: kindData, id: h.c.peer}, make([]byte, n))
 		}},
 		{"empty data record", func(h hostile) {
