@@ -27,7 +27,15 @@ import (
 // it is killed.
 const writerRole = "sock-writer"
 
-func init() { remotedev.Role(writerRole, runWriter) }
+// listenerRole is a child that listens (its argument is the transport),
+// says "ready URI", and writes a large message, over and over, on each
+// connection it accepts, reading nothing, until it is killed.
+const listenerRole = "sock-listener"
+
+func init() {
+	remotedev.Role(writerRole, runWriter)
+	remotedev.Role(listenerRole, runListener)
+}
 
 // killConfig is the Config of both sides of the kill tests: small rings
 // and windows, so that a hundred links cost little memory.
@@ -70,6 +78,38 @@ func runWriter(arg string) int {
 	}
 	fmt.Println("ready")
 	select {}
+}
+
+// runListener is the listener child's main.
+func runListener(transport string) int {
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	cfg := killConfig()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
+	defer cancel()
+	ln, err := cfg.Listen(ctx, testURI(nil, transport))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "listener:", err)
+		return 1
+	}
+	fmt.Println("ready", ln.Addr())
+	msg := pattern(16<<20, 6)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return 1
+		}
+		go func() {
+			for {
+				if _, err := c.Write(msg); err != nil {
+					return
+				}
+			}
+		}()
+	}
 }
 
 // startWriters starts k writer children with conns connections each to
@@ -172,6 +212,73 @@ func TestPeerKilledMidMessage(t *testing.T) {
 			t.Logf("resets within %v of the kill", time.Since(start))
 			if err := roundTrip(good, goodAcc, pattern(256<<10, 4)); err != nil {
 				t.Fatalf("another dialer's connection after the kill: %v", err)
+			}
+		})
+	}
+}
+
+// TestListenerKilledMidMessage: the other way round — this process dialed
+// a listener child, which is killed while it writes to two connections and
+// while a Write here waits for credit (the child reads nothing). The Reads
+// return a reset after what had arrived, the blocked Write a reset, within
+// faultTimeout; a connection to a listener of this process goes on.
+func TestListenerKilledMidMessage(t *testing.T) {
+	for _, tr := range transports {
+		t.Run(tr, func(t *testing.T) {
+			rig := newFaultRig(t, killConfig(), tr)
+			good, goodAcc := rig.dial(rig.dialer())
+			child, err := remotedev.StartChild(listenerRole, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { child.Kill(faultTimeout) })
+			f, err := child.Expect("ready")
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := rig.dialer()
+			ctx, cancel := context.WithTimeout(context.Background(), faultTimeout)
+			defer cancel()
+			var conns []*Conn
+			for i := 0; i < 2; i++ {
+				c, err := d.Dial(ctx, f[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				conns = append(conns, c)
+			}
+			buf := make([]byte, 64<<10)
+			for _, c := range conns {
+				c.SetReadDeadline(time.Now().Add(faultTimeout))
+				for got := 0; got < 1<<20; {
+					n, err := c.Read(buf)
+					if err != nil {
+						t.Fatalf("read from the live listener: %v", err)
+					}
+					got += n
+				}
+			}
+			// 4 MiB, over the child's window: it cannot end before the kill.
+			wrote := make(chan error, 1)
+			go func() {
+				_, err := conns[0].Write(pattern(4<<20, 9))
+				wrote <- err
+			}()
+			killAll(t, []*remotedev.Child{child})
+			for _, c := range conns {
+				expectReset(t, c, false, "a connection to the killed listener")
+			}
+			select {
+			case err := <-wrote:
+				if !isReset(err) {
+					t.Fatalf("the blocked Write ended with %v, want a reset", err)
+				}
+			case <-time.After(faultTimeout):
+				t.Fatal("the blocked Write did not end after the peer was killed")
+			}
+			if err := roundTrip(good, goodAcc, pattern(256<<10, 4)); err != nil {
+				t.Fatalf("another connection after the kill: %v", err)
 			}
 		})
 	}
