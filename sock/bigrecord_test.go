@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// TestLargeRecords: large MTUs over both transports — a Write of 1 MiB
-// arrives whole, either way. (sock's shm device takes WRITEs of at most a
+// TestLargeRecords: large MTUs, or no slicing, over both transports — a
+// Write of 1 MiB arrives whole, either way. (sock's shm device takes WRITEs of at most a
 // quarter of its rings; a link whose MTU was larger failed at its first
 // full record.)
 func TestLargeRecords(t *testing.T) {
@@ -21,6 +21,7 @@ func TestLargeRecords(t *testing.T) {
 		}{
 			{"mtu-64KiB", Config{MTU: 64 << 10}},
 			{"mtu-1MiB", Config{MTU: 1 << 20, RingSize: 4 << 20}},
+			{"no-slicing", Config{NoSlicing: true, RingSize: 4 << 20}},
 		} {
 			t.Run(tr+"/"+c.name, func(t *testing.T) {
 				a, b, stop := pipe(t, c.cfg, tr)
