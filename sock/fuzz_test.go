@@ -13,8 +13,8 @@ import (
 // (wrapping ErrProtocol) for what no honest encoder writes, never panic, and
 // accept exactly what the encoders produce.
 
-// fuzzMTU maps an arbitrary fuzzed int to an MTU a link can have.
-func fuzzMTU(m uint32) int { return 64 + int(m%uint32(hdrMaxLen-63)) }
+// fuzzMax maps an arbitrary fuzzed int to a record size bound a link can have.
+func fuzzMax(m uint32) int { return 64 + int(m%uint32(hdrMaxLen-63)) }
 
 func FuzzDecodeHeader(f *testing.F) {
 	for _, h := range []header{
@@ -30,8 +30,8 @@ func FuzzDecodeHeader(f *testing.F) {
 	f.Add(uint64(1)<<63|7<<hdrKindShft, uint32(64))
 	f.Add(uint64(1)<<63|uint64(kindData)<<hdrKindShft|65, uint32(0))
 	f.Fuzz(func(t *testing.T, w uint64, m uint32) {
-		mtu := fuzzMTU(m)
-		h, err := decodeHeader(w, mtu)
+		limit := fuzzMax(m)
+		h, err := decodeHeader(w, limit)
 		if err != nil {
 			if !errors.Is(err, ErrProtocol) {
 				t.Fatalf("decodeHeader(%#x): untyped error %v", w, err)
@@ -40,8 +40,8 @@ func FuzzDecodeHeader(f *testing.F) {
 		}
 		switch h.kind {
 		case kindData:
-			if h.n < 1 || h.n > mtu {
-				t.Fatalf("decodeHeader(%#x) accepted a data record of %d bytes (MTU %d)", w, h.n, mtu)
+			if h.n < 1 || h.n > limit {
+				t.Fatalf("decodeHeader(%#x) accepted a data record of %d bytes (at most %d)", w, h.n, limit)
 			}
 		case kindFin, kindRst:
 			if h.n != 0 {
