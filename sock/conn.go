@@ -344,6 +344,14 @@ func (c *Conn) Write(b []byte) (int, error) {
 		if err != nil {
 			return total, c.opErr("write", err)
 		}
+		if len(b) > 0 {
+			// A turn's worth sent and more to go: let this process's
+			// other goroutines (a latency-sensitive connection's reader
+			// or writer, the doorbell loop) have the P before the next
+			// turn, as the batch limit lets other connections have the
+			// partition.
+			runtime.Gosched()
+		}
 	}
 	return total, nil
 }

@@ -10,11 +10,21 @@
 //   - sock-http: a net/http hello-world server on the system's listener
 //     and an http.Client whose Transport dials the system, at 1, 8 and
 //     32 concurrent keep-alive clients: requests per second, p50, p99.
+//   - sock-isolation (isolation.go): a latency flow of 64 B round trips,
+//     p50, p99 and p99.9, alone and next to a bulk flow of 1 MiB Writes
+//     on a second connection to the same server (the thesis' isolation
+//     and head-of-line figures): sock/shm with both connections in one
+//     partition, slicing and batch limits on (the defaults) and off
+//     (slicing=0&batch=-1), and in two partitions (checked with
+//     Conn.Partition); Go's loopback TCP; and next to 1,000 idle
+//     connections (sock's default configuration and TCP). Each row has
+//     the bulk flow's GB/s and p99 over the same setup's p99 alone.
 //
 // Each notes the ratios the sock package is judged by: p50 against TCP
 // and against Unix sockets at 64 B, throughput against TCP with 64 KiB
 // writes on one connection, requests per second against TCP at each
-// concurrency — always within the same run.
+// concurrency, p99 next to a bulk flow against p99 alone — always within
+// the same run.
 //
 // A system is a network (system.go): Go's net package over loopback TCP
 // ("net/tcp") or an abstract Unix socket ("net/unix"), and the sock
@@ -34,8 +44,9 @@
 // clients of one configuration share one sock.Dialer, so their
 // connections share its links as a sock application's would. ServeURI is the
 // body of `rdmakit sock serve`: it listens, says where, and runs an App
-// (serve.go) — Echo, Sink (batches acknowledged with one byte) or HTTP
-// — until its context ends.
+// (serve.go) — Echo, Sink (batches acknowledged with one byte), HTTP or
+// Mux (each connection's first byte picks Echo or Sink) — until its
+// context ends.
 //
 // The measuring loops allocate nothing per round trip or Write: buffers
 // are allocated before a point, round trips are read with io.ReadFull

@@ -28,13 +28,26 @@ const (
 	// HTTP runs net/http's server with one handler answering every
 	// request with HelloBody: the server of sock-http.
 	HTTP App = "http"
+	// Mux lets each connection pick its app with the first byte it
+	// sends: MuxEcho for Echo, MuxSink for Sink (any other byte closes
+	// the connection). The server of sock-isolation, whose latency and
+	// bulk flows share one listener.
+	Mux App = "mux"
+)
+
+// The first byte of a connection to a Mux server.
+const (
+	// MuxEcho makes the rest of the connection Echo.
+	MuxEcho byte = 'e'
+	// MuxSink makes the rest of the connection Sink.
+	MuxSink byte = 's'
 )
 
 // HelloBody is the body of every HTTP answer.
 const HelloBody = "hello, world\n"
 
 // Apps lists the apps a server can run.
-var Apps = []App{Echo, Sink, HTTP}
+var Apps = []App{Echo, Sink, HTTP, Mux}
 
 // ErrApp is returned for an app no server runs.
 var ErrApp = errors.New("sockexp: unknown app")
@@ -46,7 +59,7 @@ func ParseApp(s string) (App, error) {
 			return a, nil
 		}
 	}
-	return "", fmt.Errorf("%w %q (want echo, sink or http)", ErrApp, s)
+	return "", fmt.Errorf("%w %q (want echo, sink, http or mux)", ErrApp, s)
 }
 
 // Sink batches: a length of at least sinkHeader bytes, at most
@@ -60,6 +73,9 @@ const (
 
 // errBatch is a sink batch whose header is out of bounds.
 var errBatch = errors.New("sockexp: sink batch length out of bounds")
+
+// errSelector is a Mux connection whose first byte picks no app.
+var errSelector = errors.New("sockexp: mux: unknown app selector")
 
 // echoBuffer is how much an echo server reads at once: the largest
 // message of sock-latency.
@@ -81,6 +97,8 @@ func Serve(ctx context.Context, ln net.Listener, app App) error {
 		handle = echo
 	case Sink:
 		handle = sink
+	case Mux:
+		handle = mux
 	default:
 		return fmt.Errorf("%w %q", ErrApp, app)
 	}
@@ -142,6 +160,21 @@ func echo(c net.Conn) error {
 			return err
 		}
 	}
+}
+
+// mux reads the connection's first byte and runs the app it picks.
+func mux(c net.Conn) error {
+	var sel [1]byte
+	if _, err := io.ReadFull(c, sel[:]); err != nil {
+		return err
+	}
+	switch sel[0] {
+	case MuxEcho:
+		return echo(c)
+	case MuxSink:
+		return sink(c)
+	}
+	return fmt.Errorf("%w %#x", errSelector, sel[0])
 }
 
 // sink reads batches, acknowledging each, until the connection ends.

@@ -17,7 +17,11 @@ import (
 // followed by a query that configures this side's sock.Config:
 //
 //	mode=direct|sp2c|spsc  partitions=N  ring=BYTES  mtu=BYTES
-//	batch=N                spin=DURATION
+//	batch=N                spin=DURATION  slicing=0|1
+//
+// batch=-1 lifts the per-turn batch limit and slicing=0 sends each Write
+// in as few records as the ring allows (sock.Config.NoSlicing): the
+// isolation experiment's "off" rows.
 //
 // e.g. shm://web?mode=sp2c&partitions=1. A listener's URI keeps its query,
 // so that its clients dial with the same settings.
@@ -116,8 +120,12 @@ func sockConfig(addr string) (host, query string, cfg sock.Config, err error) {
 			cfg.BatchLimit, perr = strconv.Atoi(v)
 		case "spin":
 			cfg.Spin, perr = time.ParseDuration(v)
+		case "slicing":
+			var on bool
+			on, perr = strconv.ParseBool(v)
+			cfg.NoSlicing = !on
 		default:
-			perr = fmt.Errorf("unknown setting (mode, partitions, ring, mtu, batch, spin)")
+			perr = fmt.Errorf("unknown setting (mode, partitions, ring, mtu, batch, spin, slicing)")
 		}
 		if perr != nil {
 			return "", "", cfg, fmt.Errorf("%w: %s=%s: %v", ErrURI, key, v, perr)
