@@ -475,21 +475,21 @@ func (c *Conn) Close() error {
 		c.part.pollRX(1 << 30)
 		c.part.rxMu.Unlock()
 	}
-	var err error
 	switch {
 	case rst:
-		err = c.part.sendControl(kindRst, c.peer)
+		c.part.sendControlSoon(kindRst, c.peer)
 	case fin:
 		c.finSent.Store(true)
-		err = c.txq.finish()
+		if c.l.ep.cfg.Mode == Direct {
+			c.part.sendControlSoon(kindFin, c.peer)
+		} else {
+			c.txq.finish() // queued behind the send queue; never blocks
+		}
 	}
 	if free {
 		c.l.freeSlot(c.id)
 	}
 	c.txq.stop()
-	if err != nil && c.l.alive() {
-		return c.opErr("close", err)
-	}
 	return nil
 }
 

@@ -30,7 +30,10 @@ type ctrlPath struct {
 	synced uint64
 }
 
-const ctrlRecvs = 64
+// ctrlRecvs is the receives posted for doorbells: enough that a burst of
+// them (each parked goroutine's request can draw one) never finds none —
+// a doorbell that meets RNR waits for the shm device's retry timer.
+const ctrlRecvs = 1024
 
 func newCtrlPath(l *link) (*ctrlPath, error) {
 	c := &ctrlPath{l: l}
@@ -296,8 +299,8 @@ func (c *ctrlPath) drainCredits() {
 func (l *link) doorbellLoop() {
 	defer l.closed.Done()
 	c := l.ctrl
-	var wc [ctrlRecvs]verbs.WC
-	var repost [ctrlRecvs]verbs.RecvWR
+	wc := make([]verbs.WC, 64)
+	repost := make([]verbs.RecvWR, 64)
 	for {
 		n, err := c.recvCQ.Poll(wc[:])
 		if err != nil {

@@ -60,8 +60,9 @@
 // A peer process that dies closes its control stream; the link fails at
 // once and every connection on it gets ErrReset (wrapping
 // syscall.ECONNRESET). A peer that breaks the protocol (a garbage header,
-// a record over its credit, an impossible read index) fails its own link
-// and no other. Everything a peer can make this side allocate is bounded:
+// an impossible read index, a garbage credit entry) fails its own link and
+// no other; a record over its connection's credit resets that connection
+// only. Everything a peer can make this side allocate is bounded:
 // connections per link (MaxConns), each connection's receive queue (its
 // window), control messages (4 KiB).
 package sock

@@ -306,6 +306,28 @@ func (p *partition) sendControl(k kind, id connID) error {
 	return nil
 }
 
+// sendControlSoon sends a FIN or RST without waiting: at once when the
+// partition is free and the peer's ring has room, otherwise from a
+// goroutine (a Close returns at once, as a TCP socket's does, even toward
+// a stopped peer whose ring is full; the record follows the data already
+// sent, in order).
+func (p *partition) sendControlSoon(k kind, id connID) {
+	select {
+	case <-p.tok:
+		if pad, ok := p.room(hdrSize); ok && p.l.alive() {
+			err := p.post(header{kind: k, id: id}, pad, nil, nil)
+			p.unlock()
+			if err == nil {
+				p.l.ctrl.ringIfAsleep()
+			}
+			return
+		}
+		p.unlock()
+	default:
+	}
+	go p.sendControl(k, id)
+}
+
 // idle is the back-off of a short wait: yield, then sleep a little.
 func idle(i int) {
 	if i < 64 {

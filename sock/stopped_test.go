@@ -1,9 +1,3 @@
-//go:build sockknownbugs
-
-// A known bug, reported to the lead, kept as its failing test: run it with
-// go test -tags sockknownbugs -run TestCloseWithStoppedPeer ./sock/
-// and drop the build tag once Close no longer waits for ring room.
-
 package sock
 
 import (
