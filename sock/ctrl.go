@@ -12,7 +12,8 @@ import (
 // "sleeping" word, and sends doorbells; it receives the peer's doorbells.
 type ctrlPath struct {
 	l      *link
-	qp     verbs.QP
+	qp     verbs.QP // WRITEs into the peer's window
+	bell   verbs.QP // doorbell SENDs, both ways
 	sendCQ verbs.CQ
 	recvCQ verbs.CQ
 
@@ -47,18 +48,32 @@ func newCtrlPath(l *link) (*ctrlPath, error) {
 	}
 	c.qp, err = l.ep.pd.CreateQP(verbs.QPInitAttr{
 		Type: verbs.RC, SendCQ: c.sendCQ, RecvCQ: c.recvCQ,
-		Cap: verbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: ctrlRecvs, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64},
+		Cap: verbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 64},
 	})
 	if err != nil {
 		c.destroy()
 		return nil, fmt.Errorf("sock: control QP: %w", err)
 	}
+	// Doorbells have a QP of their own: a QP with a SEND in flight sends
+	// its later WRITEs the slow way on some transports (shm puts them in
+	// its rings behind the SEND), and the control QP's WRITEs are on every
+	// waiter's path.
+	c.bell, err = l.ep.pd.CreateQP(verbs.QPInitAttr{
+		Type: verbs.RC, SendCQ: c.sendCQ, RecvCQ: c.recvCQ,
+		Cap: verbs.QPCap{MaxSendWR: sqDepth, MaxRecvWR: ctrlRecvs, MaxSendSGE: 1, MaxRecvSGE: 1},
+	})
+	if err != nil {
+		c.destroy()
+		return nil, fmt.Errorf("sock: doorbell QP: %w", err)
+	}
 	return c, nil
 }
 
 func (c *ctrlPath) destroy() {
-	if c.qp != nil {
-		c.qp.Destroy()
+	for _, qp := range []verbs.QP{c.qp, c.bell} {
+		if qp != nil {
+			qp.Destroy()
+		}
 	}
 	for _, cq := range []verbs.CQ{c.sendCQ, c.recvCQ} {
 		if cq != nil {
@@ -73,8 +88,8 @@ func (c *ctrlPath) postRecvs() error {
 	for i := range wrs {
 		wrs[i].ID = uint64(i)
 	}
-	if err := c.qp.PostRecv(wrs); err != nil {
-		return fmt.Errorf("sock: control receives: %w", err)
+	if err := c.bell.PostRecv(wrs); err != nil {
+		return fmt.Errorf("sock: doorbell receives: %w", err)
 	}
 	return nil
 }
@@ -90,10 +105,10 @@ func (c *ctrlPath) writeWord(off int, v uint64, signaled bool) error {
 		Opcode: verbs.OpWrite, Flags: verbs.FlagInline, SGL: c.sge[:],
 		RemoteAddr: l.peer.winAddr + uint64(off), RKey: l.peer.winRKey,
 	}
-	return c.postOne(signaled)
+	return c.postOne(c.qp, signaled)
 }
 
-func (c *ctrlPath) postOne(wait bool) error {
+func (c *ctrlPath) postOne(qp verbs.QP, wait bool) error {
 	if err := c.reap(1, 0); err != nil {
 		return err
 	}
@@ -104,7 +119,7 @@ func (c *ctrlPath) postOne(wait bool) error {
 		c.unsignaled = 0
 	}
 	c.posted++
-	err := c.qp.PostSend(c.wrs[:])
+	err := qp.PostSend(c.wrs[:])
 	c.wrs[0] = verbs.SendWR{}
 	if err != nil {
 		c.l.fail(fmt.Errorf("sock: control post: %w", err))
@@ -189,7 +204,7 @@ func (c *ctrlPath) ring(force bool) {
 		return
 	}
 	c.wrs[0] = verbs.SendWR{Opcode: verbs.OpSend}
-	c.postOne(false)
+	c.postOne(c.bell, false)
 }
 
 // writeShadow tells the peer how far this side consumed ring p.
@@ -337,7 +352,7 @@ func (l *link) doorbellLoop() {
 			}
 			repost[i] = verbs.RecvWR{ID: wc[i].ID}
 		}
-		if err := c.qp.PostRecv(repost[:n]); err != nil {
+		if err := c.bell.PostRecv(repost[:n]); err != nil {
 			l.fail(fmt.Errorf("sock: doorbell receives: %w", err))
 			return
 		}

@@ -22,7 +22,7 @@ const (
 	msgReady   = 6 // the dialer's QPs are connected: the listener may write
 	msgPreface = 7 // the listener's partition count, before HELLO
 
-	helloMagic   = "RKSOCK1\x00"
+	helloMagic   = "RKSOCK2\x00"
 	maxCtlMsg    = 4096
 	maxStringLen = 255
 )
@@ -197,7 +197,7 @@ func decodeParams(b []byte) (*linkParams, error) {
 		return nil, fmt.Errorf("%w: ring size %d", ErrProtocol, p.ringSize)
 	case p.mtu < 64 || p.mtu > p.ringSize/4 || p.mtu > hdrMaxLen:
 		return nil, fmt.Errorf("%w: MTU %d", ErrProtocol, p.mtu)
-	case len(p.qpns) != int(p.parts)+1:
+	case len(p.qpns) != int(p.parts)+2: // the partitions', the control QP, the doorbell QP
 		return nil, fmt.Errorf("%w: %d QPs for %d partitions", ErrProtocol, len(p.qpns), p.parts)
 	case p.device == "" || p.transport == "":
 		return nil, fmt.Errorf("%w: no device", ErrProtocol)

@@ -85,13 +85,14 @@ func newLink(ep *endpoint, ctl net.Conn, dialer bool, parts int) (*link, error) 
 		return nil, fmt.Errorf("sock: window: %w", err)
 	}
 	store64(l.win.Bytes(), winMagicOff, winMagic)
-	qpns := make([]uint32, cfg.Partitions+1)
+	qpns := make([]uint32, cfg.Partitions+2)
 	l.ctrl, err = newCtrlPath(l)
 	if err != nil {
 		l.release()
 		return nil, err
 	}
 	qpns[cfg.Partitions] = l.ctrl.qp.QPN()
+	qpns[cfg.Partitions+1] = l.ctrl.bell.QPN()
 	for i := 0; i < cfg.Partitions; i++ {
 		p, err := newPartition(l, i)
 		if err != nil {
@@ -155,6 +156,9 @@ func (l *link) connect(peer *linkParams) error {
 	}
 	if err := verbs.ConnectRC(l.ctrl.qp, verbs.AccessRemoteWrite, peer.device, peer.qpns[len(l.parts)]); err != nil {
 		return fmt.Errorf("sock: connect control QP: %w", err)
+	}
+	if err := verbs.ConnectRC(l.ctrl.bell, 0, peer.device, peer.qpns[len(l.parts)+1]); err != nil {
+		return fmt.Errorf("sock: connect doorbell QP: %w", err)
 	}
 	return l.ctrl.postRecvs()
 }
