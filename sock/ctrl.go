@@ -17,14 +17,12 @@ type ctrlPath struct {
 	sendCQ verbs.CQ
 	recvCQ verbs.CQ
 
-	mu         sync.Mutex // TX side
-	write      uint64     // entries written to the peer's control ring
-	posted     uint64
-	completed  uint64
-	unsignaled int
-	wrs        [1]verbs.SendWR
-	sge        [1]verbs.SGE
-	wc         [16]verbs.WC
+	mu     sync.Mutex // TX side
+	write  uint64     // entries written to the peer's control ring
+	wq, bq sqState    // the control and doorbell QPs' send queues
+	wrs    [1]verbs.SendWR
+	sge    [1]verbs.SGE
+	wc     [16]verbs.WC
 
 	rxMu   sync.Mutex // RX side: this side's control ring
 	read   uint64
@@ -109,16 +107,20 @@ func (c *ctrlPath) writeWord(off int, v uint64, signaled bool) error {
 }
 
 func (c *ctrlPath) postOne(qp verbs.QP, wait bool) error {
-	if err := c.reap(1, 0); err != nil {
+	q, tag := &c.wq, uint64(0)
+	if qp == c.bell {
+		q, tag = &c.bq, bellTag
+	}
+	if err := c.reap(q, 1, 0); err != nil {
 		return err
 	}
-	c.unsignaled++
-	if wait || c.unsignaled >= signalEvery {
+	q.unsignaled++
+	if wait || q.unsignaled >= signalEvery {
 		c.wrs[0].Flags |= verbs.FlagSignaled
-		c.wrs[0].ID = c.posted + 1
-		c.unsignaled = 0
+		c.wrs[0].ID = tag | (q.posted + 1)
+		q.unsignaled = 0
 	}
-	c.posted++
+	q.posted++
 	err := qp.PostSend(c.wrs[:])
 	c.wrs[0] = verbs.SendWR{}
 	if err != nil {
@@ -126,14 +128,25 @@ func (c *ctrlPath) postOne(qp verbs.QP, wait bool) error {
 		return c.l.failedOr(ErrReset)
 	}
 	if wait {
-		return c.reap(0, c.posted)
+		return c.reap(q, 0, q.posted)
 	}
 	return nil
 }
 
-// reap polls the send CQ until the queue has room for n more requests and
-// the request numbered upTo has completed.
-func (c *ctrlPath) reap(n int, upTo uint64) error {
+// sqState counts one send queue's work requests: a request holds its slot
+// until a signaled one at or after it completes.
+type sqState struct {
+	posted, completed uint64
+	unsignaled        int
+}
+
+// bellTag marks the doorbell QP's work request IDs (the two QPs share a
+// CQ; each counts its own).
+const bellTag = 1 << 63
+
+// reap polls the send CQ until q has room for n more requests and its
+// request numbered upTo has completed.
+func (c *ctrlPath) reap(q *sqState, n int, upTo uint64) error {
 	for i := 0; ; i++ {
 		k, err := c.sendCQ.Poll(c.wc[:])
 		if err != nil {
@@ -145,9 +158,13 @@ func (c *ctrlPath) reap(n int, upTo uint64) error {
 				c.l.fail(fmt.Errorf("sock: control QP: %v failed: %v", wc.Opcode, wc.Status))
 				return c.l.failedOr(ErrReset)
 			}
-			c.completed = max(c.completed, wc.ID)
+			if wc.ID&bellTag != 0 {
+				c.bq.completed = max(c.bq.completed, wc.ID&^bellTag)
+			} else {
+				c.wq.completed = max(c.wq.completed, wc.ID)
+			}
 		}
-		if c.posted-c.completed+uint64(n) <= sqDepth-signalEvery && c.completed >= upTo {
+		if q.posted-q.completed+uint64(n) <= sqDepth-signalEvery && q.completed >= upTo {
 			return nil
 		}
 		if !c.l.alive() {
