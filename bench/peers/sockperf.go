@@ -12,6 +12,11 @@ import (
 // 14-byte header (sequence number and flags). Smaller sizes are refused.
 const SockperfMinMsgSize = 14
 
+// SockperfMaxMsgSize is the largest message sockperf sends (its
+// MAX_PAYLOAD_SIZE, a UDP datagram's); larger sizes end the run with no
+// statistics.
+const SockperfMaxMsgSize = 65506
+
 // SockperfOptions configure a sockperf TCP ping-pong run.
 type SockperfOptions struct {
 	// Duration is the client's run time (-t), rounded up to whole

@@ -30,6 +30,9 @@ func (u *latencyRun) sockperf(ctx context.Context, env *bench.Env) error {
 		for _, v := range variants {
 			key := [2]string{sockperfLabel, v.mode}
 			for _, size := range sizes {
+				if size > peers.SockperfMaxMsgSize {
+					continue // said in the notes below
+				}
 				res, err := peers.Sockperf(ctx, peers.SockperfOptions{Duration: u.pointTime, MsgSize: size, BusyPoll: v.busy})
 				if errors.Is(err, peers.ErrNotInstalled) {
 					u.notes = append(u.notes, fmt.Sprintf("%s: no rows: %v.", sockperfLabel, err))
@@ -50,5 +53,10 @@ func (u *latencyRun) sockperf(ctx context.Context, env *bench.Env) error {
 	u.notes = append(u.notes, "sockperf runs its own client and server (C++, blocking or busy-polling non-blocking sockets: "+
 		"`sockperf ping-pong --tcp --full-rtt`, with --nonblocked for busy-poll) for whole seconds of at least the point's time; "+
 		"it is the floor of a TCP round trip on this machine.")
+	for _, size := range sizes {
+		if size > peers.SockperfMaxMsgSize {
+			u.notes = append(u.notes, fmt.Sprintf("sockperf has no %d B row: its largest message is %d B.", size, peers.SockperfMaxMsgSize))
+		}
+	}
 	return nil
 }
