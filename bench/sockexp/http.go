@@ -2,7 +2,6 @@ package sockexp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -90,12 +89,8 @@ func runHTTP(ctx context.Context, env *bench.Env, baselines, socks []network) (*
 // system starts n's HTTP server and measures every concurrency, rounds
 // times.
 func (u *httpRun) system(ctx context.Context, env *bench.Env, n network, bar *bench.Progress) error {
-	srv, err := startServer(ctx, env, n.listen(), HTTP, n.serveArgs...)
-	if errors.Is(err, bench.ErrNoCommand) {
-		u.notes = append(u.notes, fmt.Sprintf("%s: no rows: %v.", n.label(), err))
-		return nil
-	}
-	if err != nil {
+	srv, err := startSystem(ctx, env, n, HTTP, &u.notes)
+	if err != nil || srv == nil {
 		return err
 	}
 	defer srv.stop()

@@ -46,7 +46,12 @@ func TestIsolationQuick(t *testing.T) {
 				t.Errorf("%s alone: vs_alone %v, bulk %v", setup, col(t, r, row, "vs_alone"), col(t, r, row, "bulk"))
 			}
 		case strings.HasPrefix(load, "bulk"):
-			positive(t, r, row, "bulk")
+			// A quick point is a few milliseconds: the sink may not have
+			// acknowledged a whole 1 MiB batch inside it (a number, not
+			// necessarily above zero).
+			if g, ok := col(t, r, row, "bulk").(float64); !ok || g < 0 {
+				t.Errorf("%s, %s: bulk %v", setup, load, col(t, r, row, "bulk"))
+			}
 			if !strings.Contains(notes, setup+": the latency flow's p99 next to "+load+" is ") {
 				t.Errorf("no note for %s, %s: %s", setup, load, notes)
 			}

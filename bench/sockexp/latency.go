@@ -118,12 +118,8 @@ func runLatency(ctx context.Context, env *bench.Env, baselines, socks []network)
 
 // system starts n's echo server and measures every size, rounds times.
 func (u *latencyRun) system(ctx context.Context, env *bench.Env, n network, bar *bench.Progress) error {
-	srv, err := startServer(ctx, env, n.listen(), Echo, n.serveArgs...)
-	if errors.Is(err, bench.ErrNoCommand) {
-		u.notes = append(u.notes, fmt.Sprintf("%s: no rows: %v.", n.label(), err))
-		return nil
-	}
-	if err != nil {
+	srv, err := startSystem(ctx, env, n, Echo, &u.notes)
+	if err != nil || srv == nil {
 		return err
 	}
 	defer srv.stop()

@@ -34,6 +34,18 @@ var listenLine = regexp.MustCompile(`listening on (\S+) \(app `)
 // through env.Command and waits until it says where it listens. It is
 // killed when ctx ends; stop ends it before. bench.ErrNoCommand when env
 // has no Command.
+// startSystem starts n's server running app. Without a command to start
+// it (bench.ErrNoCommand) it returns nil and no error and says in notes
+// that n has no rows.
+func startSystem(ctx context.Context, env *bench.Env, n network, app App, notes *[]string) (*server, error) {
+	srv, err := startServer(ctx, env, n.listen(), app, n.serveArgs...)
+	if errors.Is(err, bench.ErrNoCommand) {
+		*notes = append(*notes, fmt.Sprintf("%s: no rows: %v.", n.label(), err))
+		return nil, nil
+	}
+	return srv, err
+}
+
 func startServer(ctx context.Context, env *bench.Env, uri string, app App, args ...string) (*server, error) {
 	if env.Command == nil {
 		return nil, bench.ErrNoCommand

@@ -2,7 +2,6 @@ package sockexp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -97,12 +96,8 @@ func runThroughput(ctx context.Context, env *bench.Env, baselines, socks []netwo
 
 // system starts n's sink and measures every point, rounds times.
 func (u *throughputRun) system(ctx context.Context, env *bench.Env, n network, bar *bench.Progress) error {
-	srv, err := startServer(ctx, env, n.listen(), Sink, n.serveArgs...)
-	if errors.Is(err, bench.ErrNoCommand) {
-		u.notes = append(u.notes, fmt.Sprintf("%s: no rows: %v.", n.label(), err))
-		return nil
-	}
-	if err != nil {
+	srv, err := startSystem(ctx, env, n, Sink, &u.notes)
+	if err != nil || srv == nil {
 		return err
 	}
 	defer srv.stop()
