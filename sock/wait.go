@@ -114,8 +114,8 @@ var errStopped = net.ErrClosed
 // still be on the wire when the parker's last look finds nothing, so the
 // tcp base is short (see link.parkBase).
 func park(ch <-chan struct{}, d *deadline, stop, done <-chan struct{}, base, most time.Duration, i int) error {
-	t := time.NewTimer(min(base<<min(i, 20), most))
-	defer t.Stop()
+	t := getTimer(min(base<<min(i, 20), most))
+	defer putTimer(t)
 	select {
 	case <-ch:
 	case <-t.C:
@@ -126,4 +126,26 @@ func park(ch <-chan struct{}, d *deadline, stop, done <-chan struct{}, base, mos
 	case <-done:
 	}
 	return nil
+}
+
+// Parked goroutines take their backstop timers from a pool: in SP2C and
+// SPSC a reader parks on every round trip, and a new timer each time was
+// the hot path's only allocation.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+func getTimer(d time.Duration) *time.Timer {
+	t := timers.Get().(*time.Timer)
+	t.Reset(d)
+	return t
+}
+
+// putTimer stops t and pools it. Since Go 1.23 a stopped timer's channel
+// holds no stale value, so the next Reset starts clean.
+func putTimer(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
 }
