@@ -165,6 +165,7 @@ func (d *Dialer) Close() error {
 	for _, ep := range eps {
 		ep.mu.Lock()
 		ep.closing = true
+		ep.closed.Store(true)
 		none := len(ep.links) == 0
 		ep.mu.Unlock()
 		if none {

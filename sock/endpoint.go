@@ -30,7 +30,8 @@ type endpoint struct {
 
 	mu      sync.Mutex
 	links   map[*link]struct{}
-	closing bool // after Listener.Close or Dialer.Close: ends with its last link
+	closing bool        // after Listener.Close or Dialer.Close: ends with its last link
+	closed  atomic.Bool // closing, readable under a link's mu (lock order: ep.mu, then l.mu)
 
 	released  sync.WaitGroup // links not yet released
 	closeOnce sync.Once

@@ -401,11 +401,9 @@ func (l *link) freeSlot(id connID) {
 	l.nconns--
 	if l.nconns == 0 && !l.dialer {
 		// A listener's link with no connections stays for the dialer to
-		// reuse — unless the listener is closed: then it ends.
-		l.ep.mu.Lock()
-		closing := l.ep.closing
-		l.ep.mu.Unlock()
-		if closing {
+		// reuse — unless the listener is closed: then it ends. (An
+		// atomic: Listener.Close takes ep.mu, then each link's mu.)
+		if l.ep.closed.Load() {
 			go l.fail(errLinkClosed)
 		}
 	}

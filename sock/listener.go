@@ -145,6 +145,7 @@ func (ln *Listener) Close() error {
 	ep := ln.ep
 	ep.mu.Lock()
 	ep.closing = true
+	ep.closed.Store(true)
 	var idle []*link
 	for l := range ep.links {
 		l.mu.Lock()
