@@ -1,8 +1,6 @@
 package sock
 
 import (
-	"errors"
-	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -26,22 +24,29 @@ func TestCloseWithStoppedPeer(t *testing.T) {
 			}
 			t.Cleanup(func() { child.Process().Signal(syscall.SIGCONT) })
 			// Small records fill the ring before the window runs out.
-			c.SetWriteDeadline(time.Now().Add(time.Second))
+			// Write until the ring has no room for another (the race
+			// detector makes each Write slow: no fixed time would do).
+			c.SetWriteDeadline(time.Now().Add(faultTimeout))
 			// One 16-byte payload, then 8-byte ones: the ring fills to its
 			// last word (each record keeps room for its zero trailer).
 			if _, err := c.Write(make([]byte, 16)); err != nil {
 				t.Fatal(err)
 			}
+			p := c.part
+			full := func() bool {
+				if !p.lock(nil, nil) {
+					t.Fatal("the link failed")
+				}
+				defer p.unlock()
+				_, room := p.room(recordSize(8))
+				return !room
+			}
 			small := make([]byte, 8)
-			for {
+			for !full() {
 				if _, err := c.Write(small); err != nil {
-					if !errors.Is(err, os.ErrDeadlineExceeded) {
-						t.Fatalf("Write to a stopped peer: %v (link: %v)", err, c.l.failed())
-					}
-					break
+					t.Fatalf("Write to a stopped peer: %v (link: %v)", err, c.l.failed())
 				}
 			}
-			p := c.part
 			if !p.lock(nil, nil) {
 				t.Fatal("the link failed")
 			}
