@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
+	"os"
 	"testing"
+	"time"
 )
 
 func TestZeroCopy(t *testing.T) {
@@ -81,5 +84,52 @@ func TestZeroCopyNeedsDirect(t *testing.T) {
 	defer c2.Close()
 	if _, err := c1.WriteSlot(100); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("WriteSlot in SPSC: %v", err)
+	}
+}
+
+// TestZeroCopyDeadlinesAndClose: a Borrow waiting for data ends at its
+// read deadline and at Close; a WriteSlot toward a peer that never reads
+// ends at its write deadline once the window is used up.
+func TestZeroCopyDeadlinesAndClose(t *testing.T) {
+	c1, c2, done := pipe(t, Config{ReadBuffer: 64 << 10}, "shm")
+	defer done()
+	defer c1.Close()
+	c2.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := c2.Borrow(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Borrow past its deadline: %v", err)
+	}
+	c2.SetReadDeadline(time.Time{})
+	c1.SetWriteDeadline(time.Now().Add(200 * time.Millisecond))
+	var err error
+	for sent := 0; err == nil && sent <= 1<<20; {
+		var slot []byte
+		if slot, err = c1.WriteSlot(16 << 10); err == nil {
+			err = c1.CommitSlot(len(slot))
+			sent += len(slot)
+		}
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("WriteSlot toward a peer that never reads: %v, want the deadline", err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			b, err := c2.Borrow()
+			if err != nil {
+				errc <- err
+				return
+			}
+			c2.Release(len(b))
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	c2.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Borrow after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting Borrow outlived Close")
 	}
 }
