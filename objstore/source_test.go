@@ -180,7 +180,7 @@ func TestFetch(t *testing.T) {
 	put(t, rc, id, 5000, []byte("meta"), 7)
 	want, _ := rc.Get(ctx, []ID{id}, 0)
 
-	local, err := NewStore(Config{Mem: 1 << 20, Fetcher: copyFetcher{remote}})
+	local, err := NewStore(Config{Mem: 1 << 20, Fetcher: copyFetcher{remote}, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

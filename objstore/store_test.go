@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 // newTestStore starts a store of mem bytes serving until the test ends.
 func newTestStore(t testing.TB, mem int64) *Store {
 	t.Helper()
-	s, err := NewStore(Config{Mem: mem})
+	s, err := NewStore(Config{Mem: mem, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,6 +30,11 @@ func newTestStore(t testing.TB, mem int64) *Store {
 		s.Close()
 	})
 	return s
+}
+
+// testLogger logs to the test's output (shown when it fails or with -v).
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // connect connects a client to s, closed when the test ends.
@@ -118,7 +124,7 @@ func TestSizesWithChecksums(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
-	s, err := NewStore(Config{Mem: 1 << 20, MaxObjectSize: 1 << 16})
+	s, err := NewStore(Config{Mem: 1 << 20, MaxObjectSize: 1 << 16, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
