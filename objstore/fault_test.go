@@ -283,3 +283,25 @@ func TestHostileFrames(t *testing.T) {
 	put(t, good, NewID(), 10, nil, 1)
 	waitFor(t, "the hostile clients to go", func() bool { return s.Stats().Clients == 1 })
 }
+
+// TestStaleSocket starts a store on the socket file a dead store left:
+// it is taken over; a live store's socket is not.
+func TestStaleSocket(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "store.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	ln.Close() // the file stays, as after kill -9
+	s, err := NewStore(Config{Mem: 1 << 20, Socket: socket, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("NewStore on a stale socket: %v", err)
+	}
+	go s.Serve(context.Background())
+	defer s.Close()
+	if _, err := NewStore(Config{Mem: 1 << 20, Socket: socket, Logger: testLogger(t)}); err == nil {
+		t.Fatal("a second store took a live store's socket")
+	}
+	put(t, connect(t, s), NewID(), 1, nil, 1)
+}
