@@ -305,3 +305,59 @@ func TestStaleSocket(t *testing.T) {
 	}
 	put(t, connect(t, s), NewID(), 1, nil, 1)
 }
+
+// TestCancelledCallsGiveBack cancels Creates and Gets before their
+// replies come: what the store granted them is given back.
+func TestCancelledCallsGiveBack(t *testing.T) {
+	s := newTestStore(t, 16<<20)
+	c := connect(t, s)
+	id := NewID()
+	put(t, c, id, 100, nil, 1)
+	before := s.Stats()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 50 {
+		newID := NewID()
+		if _, err := c.Create(cancelled, newID, 1000, nil); err == nil {
+			// The reply won the race: this caller owns the object.
+			c.Abort(context.Background(), newID)
+		} else if !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+		if got, err := c.Get(cancelled, []ID{id}, 0); err == nil && got[0] != nil {
+			c.Release(context.Background(), id)
+		} else if err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	}
+	sameCounts(t, s, before)
+}
+
+// TestWaiterLimit blocks more Gets than a client may: the extra one fails
+// with ErrBusy, and the others still complete.
+func TestWaiterLimit(t *testing.T) {
+	s, err := NewStore(Config{Mem: 1 << 20, MaxOutstanding: 8, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(context.Background())
+	defer s.Close()
+	c, w := connect(t, s), connect(t, s)
+	ctx := context.Background()
+	id := NewID()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			got, err := c.Get(ctx, []ID{id}, -1)
+			if err != nil || got[0] == nil {
+				t.Errorf("blocked Get: %v %v", got, err)
+			}
+		})
+	}
+	waitFor(t, "4 Gets to wait", func() bool { return s.Stats().Waiters == 4 })
+	if _, err := c.Get(ctx, []ID{id}, -1); !errors.Is(err, ErrBusy) {
+		t.Fatalf("a fifth blocked Get: %v, want ErrBusy", err)
+	}
+	put(t, w, id, 1, nil, 1)
+	wg.Wait()
+}
