@@ -108,3 +108,39 @@ func TestResidentMemory(t *testing.T) {
 		t.Fatalf("resident %d after Delete, want about %d", r, before)
 	}
 }
+
+// TestLRUList checks the intrusive list alone: objects enter when they
+// become evictable, in that order, leave when referenced or pinned, and
+// its byte count follows.
+func TestLRUList(t *testing.T) {
+	var q lru
+	es := make([]*entry, 4)
+	for i := range es {
+		es[i] = &entry{id: ID{byte(i)}, sealed: true, alloc: 64 * int64(i+1)}
+		q.touch(es[i])
+	}
+	order := func() []byte {
+		var ids []byte
+		for e := q.head; e != nil; e = e.next {
+			ids = append(ids, e.id[0])
+		}
+		return ids
+	}
+	if got := order(); string(got) != "\x00\x01\x02\x03" || q.bytes != 640 || q.len() != 4 {
+		t.Fatalf("order %v, bytes %d", got, q.bytes)
+	}
+	es[0].refs = 1
+	q.touch(es[0])
+	es[2].pins = 1
+	q.touch(es[2])
+	if got := order(); string(got) != "\x01\x03" || q.bytes != 128+256 || q.oldest() != es[1] {
+		t.Fatalf("after a reference and a pin: order %v, bytes %d", got, q.bytes)
+	}
+	es[0].refs = 0
+	q.touch(es[0]) // released again: now the most recent
+	q.touch(es[0]) // touching twice changes nothing
+	q.remove(es[3])
+	if got := order(); string(got) != "\x01\x00" || q.bytes != 128+64 || q.tail != es[0] {
+		t.Fatalf("after release and removal: order %v, bytes %d", got, q.bytes)
+	}
+}
