@@ -361,3 +361,65 @@ func TestWaiterLimit(t *testing.T) {
 	put(t, w, id, 1, nil, 1)
 	wg.Wait()
 }
+
+const storeRole = "objstore-store"
+
+func init() { remotedev.Role(storeRole, runStore) }
+
+// runStore is a child serving a store on arg's socket until killed.
+func runStore(arg string) int {
+	s, err := NewStore(Config{Mem: 8 << 20, Socket: arg})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("serving")
+	if err := s.Serve(context.Background()); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	return 0
+}
+
+// TestKilledStore kills -9 a store process under a client: every call,
+// blocked or new, fails with ErrDisconnected, the views the client holds
+// stay readable, and a store restarted on the socket takes new clients.
+func TestKilledStore(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "store.sock")
+	child := remotedev.StartCaptured(t, storeRole, socket)
+	waitFor(t, "the store to serve", func() bool { return strings.Contains(child.Output(), "serving") })
+	c := connectTo(t, socket)
+	ctx := context.Background()
+	id := NewID()
+	put(t, c, id, 5000, nil, 9)
+	got, err := c.Get(ctx, []ID{id}, 0)
+	if err != nil || got[0] == nil {
+		t.Fatal(got, err)
+	}
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := c.Get(ctx, []ID{NewID()}, -1)
+		blocked <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := child.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	child.Cmd.Wait()
+	if err := <-blocked; !errors.Is(err, ErrDisconnected) {
+		t.Fatalf("blocked Get when the store died: %v, want ErrDisconnected", err)
+	}
+	if _, err := c.Contains(ctx, id); !errors.Is(err, ErrDisconnected) {
+		t.Fatalf("call after the store died: %v, want ErrDisconnected", err)
+	}
+	last := 4999
+	if got[0].Data[last] != byte(last*7)+9 {
+		t.Fatal("a view changed after the store died")
+	}
+	restarted := remotedev.StartCaptured(t, storeRole, socket)
+	waitFor(t, "the restarted store to serve", func() bool { return strings.Contains(restarted.Output(), "serving") })
+	c2 := connectTo(t, socket)
+	if has, err := c2.Contains(ctx, id); err != nil || has {
+		t.Fatalf("the restarted store: Contains %v %v, want an empty store", has, err)
+	}
+}

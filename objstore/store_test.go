@@ -40,9 +40,16 @@ func testLogger(t testing.TB) *slog.Logger {
 // connect connects a client to s, closed when the test ends.
 func connect(t testing.TB, s *Store) *Client {
 	t.Helper()
+	return connectTo(t, s.Addr())
+}
+
+// connectTo connects a client to the store at socket, closed when the
+// test ends.
+func connectTo(t testing.TB, socket string) *Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, s.Addr())
+	c, err := Connect(ctx, socket)
 	if err != nil {
 		t.Fatal(err)
 	}
