@@ -31,11 +31,13 @@
 // store; its pages cost memory only once touched. A best-fit free list
 // (sorted by offset, coalescing on release) hands out runs aligned to
 // Alignment (64 bytes); an object's run holds its data at offset off and
-// its metadata right after, at off+dataSize (as in Plasma). When a
-// release leaves a free run with at least 64 KiB of whole pages, those
-// pages are punched out of the memfd (fallocate PUNCH_HOLE), so the
-// store's resident memory (Stats.ResidentBytes, from mincore) follows
-// its objects. A client maps the arena twice, once read-write for the
+// its metadata right after, at off+dataSize (as in Plasma). Freed memory
+// stays resident for the next objects (which then take no page faults)
+// until the bytes freed since the last give-back pass
+// Config.KeepResident; then every free run with at least 64 KiB of whole
+// pages is punched out of the memfd (fallocate PUNCH_HOLE), so the
+// store's resident memory (Stats.ResidentBytes, from mincore) stays
+// within its objects plus KeepResident. A client maps the arena twice, once read-write for the
 // buffers Create returns and once read-only for the views Get returns,
 // so writing to a sealed object faults instead of corrupting it.
 //

@@ -89,24 +89,53 @@ func TestStoreFull(t *testing.T) {
 	}
 }
 
-// TestResidentMemory checks that a freed large object gives its pages
-// back to the kernel.
+// TestResidentMemory checks that freed memory stays resident for the
+// next objects up to Config.KeepResident and goes back to the kernel
+// past it — and at once with KeepResident below zero.
 func TestResidentMemory(t *testing.T) {
-	s := newTestStore(t, 64<<20)
-	c := connect(t, s)
 	ctx := context.Background()
-	before := s.Stats().ResidentBytes
-	id := NewID()
-	put(t, c, id, 16<<20, nil, 1)
-	if r := s.Stats().ResidentBytes; r < before+16<<20 {
-		t.Fatalf("resident %d after writing 16 MiB (before %d)", r, before)
-	}
-	if err := c.Delete(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	if r := s.Stats().ResidentBytes; r > before+64<<10 {
-		t.Fatalf("resident %d after Delete, want about %d", r, before)
-	}
+	t.Run("keep", func(t *testing.T) {
+		s := newTestStoreConfig(t, Config{Mem: 64 << 20, KeepResident: 20 << 20, Logger: testLogger(t)})
+		c := connect(t, s)
+		before := s.Stats().ResidentBytes
+		id := NewID()
+		put(t, c, id, 16<<20, nil, 1)
+		if r := s.Stats().ResidentBytes; r < before+16<<20 {
+			t.Fatalf("resident %d after writing 16 MiB (before %d)", r, before)
+		}
+		if err := c.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if r := s.Stats().ResidentBytes; r < before+16<<20 {
+			t.Fatalf("resident %d after deleting 16 MiB with 20 MiB kept, want the pages kept", r)
+		}
+		// The next object reuses the warm pages: nothing new is touched.
+		id = NewID()
+		put(t, c, id, 8<<20, nil, 2)
+		if r := s.Stats().ResidentBytes; r > before+16<<20+64<<10 {
+			t.Fatalf("resident %d after reusing freed memory, want at most %d", r, before+16<<20)
+		}
+		if err := c.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		// 24 MiB freed since the last give-back: past 20 MiB, all goes.
+		if r := s.Stats().ResidentBytes; r > before+64<<10 {
+			t.Fatalf("resident %d after freeing past KeepResident, want about %d", r, before)
+		}
+	})
+	t.Run("none", func(t *testing.T) {
+		s := newTestStoreConfig(t, Config{Mem: 64 << 20, KeepResident: -1, Logger: testLogger(t)})
+		c := connect(t, s)
+		before := s.Stats().ResidentBytes
+		id := NewID()
+		put(t, c, id, 16<<20, nil, 1)
+		if err := c.Delete(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if r := s.Stats().ResidentBytes; r > before+64<<10 {
+			t.Fatalf("resident %d after Delete, want about %d", r, before)
+		}
+	})
 }
 
 // TestLRUList checks the intrusive list alone: objects enter when they

@@ -70,8 +70,24 @@ func (s *Store) free(e *entry) {
 	delete(s.objects, e.id)
 	s.lru.remove(e)
 	merged := s.alloc.release(e.off, e.alloc)
-	if err := s.arena.punch(merged); err != nil {
-		s.log.Warn("objstore: give memory back", "err", err)
+	if s.cfg.KeepResident == 0 {
+		if err := s.arena.punch(merged); err != nil {
+			s.log.Warn("objstore: give memory back", "err", err)
+		}
+		return
+	}
+	// Bytes freed since the last give-back bound the free memory still
+	// resident; past KeepResident, every free run goes back.
+	s.warm += e.alloc
+	if s.warm <= s.cfg.KeepResident {
+		return
+	}
+	s.warm = 0
+	for _, f := range s.alloc.free {
+		if err := s.arena.punch(f); err != nil {
+			s.log.Warn("objstore: give memory back", "err", err)
+			return
+		}
 	}
 }
 

@@ -42,7 +42,19 @@ type Config struct {
 	// the client's blocked Gets (more fail with ErrBusy). 0 means
 	// DefaultMaxOutstanding.
 	MaxOutstanding int
+	// KeepResident is how many bytes of freed memory the store may keep
+	// in RAM for the next objects instead of giving them back to the
+	// kernel at once: a freed run's pages are punched out of the arena
+	// only when the bytes freed since the last give-back pass it, and
+	// then every free run is. Reusing warm pages spares each new object
+	// a page fault per 4 KiB (about 2.7 ms of a 4 MiB fetch on the
+	// reference VM). 0 means DefaultKeepResident (capped at Mem/4);
+	// below 0 gives every freed run back at once.
+	KeepResident int64
 }
+
+// DefaultKeepResident is Config.KeepResident's default.
+const DefaultKeepResident = 256 << 20
 
 // Store is an object store: an arena of shared memory holding immutable
 // objects, served to local clients over a Unix domain socket and to the
@@ -56,6 +68,7 @@ type Store struct {
 
 	mu          sync.Mutex
 	alloc       *allocator
+	warm        int64 // bytes freed since free runs were last punched (Config.KeepResident)
 	objects     map[ID]*entry
 	lru         lru
 	waiting     map[ID][]*waiter // blocked Gets by the IDs they wait for
@@ -85,6 +98,12 @@ func NewStore(cfg Config) (*Store, error) {
 	}
 	if cfg.MaxObjectSize <= 0 || cfg.MaxObjectSize > cfg.Mem {
 		cfg.MaxObjectSize = cfg.Mem
+	}
+	switch {
+	case cfg.KeepResident == 0:
+		cfg.KeepResident = min(DefaultKeepResident, cfg.Mem/4)
+	case cfg.KeepResident < 0:
+		cfg.KeepResident = 0
 	}
 	if cfg.MaxOutstanding <= 0 {
 		cfg.MaxOutstanding = DefaultMaxOutstanding

@@ -15,7 +15,13 @@ import (
 // newTestStore starts a store of mem bytes serving until the test ends.
 func newTestStore(t testing.TB, mem int64) *Store {
 	t.Helper()
-	s, err := NewStore(Config{Mem: mem, Logger: testLogger(t)})
+	return newTestStoreConfig(t, Config{Mem: mem, Logger: testLogger(t)})
+}
+
+// newTestStoreConfig starts a store of cfg serving until the test ends.
+func newTestStoreConfig(t testing.TB, cfg Config) *Store {
+	t.Helper()
+	s, err := NewStore(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
