@@ -19,6 +19,9 @@ type arena struct {
 	fd   int
 	mem  []byte
 	size int64
+	// borrowed: the memory is the caller's (Config.Memory); close leaves
+	// it mapped and the fd open.
+	borrowed bool
 }
 
 func newArena(size int64) (*arena, error) {
@@ -72,6 +75,9 @@ func (a *arena) resident() (int64, error) {
 }
 
 func (a *arena) close() error {
+	if a.borrowed {
+		return nil
+	}
 	err := unix.Munmap(a.mem)
 	if cerr := unix.Close(a.fd); err == nil {
 		err = cerr

@@ -51,6 +51,21 @@ type Config struct {
 	// reference VM). 0 means DefaultKeepResident (capped at Mem/4);
 	// below 0 gives every freed run back at once.
 	KeepResident int64
+	// Memory, when set, is the arena: memory the caller owns, shared
+	// through a memfd, e.g. a memory region a verbs device allocated
+	// (nic.MR.Bytes and FD) so that peers' READs reach every object
+	// without a registration per transfer. Mem must not exceed its
+	// length. The store never unmaps or closes it. nil: the store makes
+	// its own memfd of Mem bytes.
+	Memory *Memory
+}
+
+// Memory is an arena the store's caller provides (Config.Memory).
+type Memory struct {
+	// Bytes is the arena, mapped MAP_SHARED from FD at offset 0.
+	Bytes []byte
+	// FD is the memfd behind Bytes; clients map it.
+	FD int
 }
 
 // DefaultKeepResident is Config.KeepResident's default.
@@ -116,9 +131,17 @@ func NewStore(cfg Config) (*Store, error) {
 		_, _ = rand.Read(b[:])
 		cfg.Socket = "@rdmakit-objstore-" + hex.EncodeToString(b[:])
 	}
-	a, err := newArena(cfg.Mem)
-	if err != nil {
-		return nil, err
+	var a *arena
+	if m := cfg.Memory; m != nil {
+		if m.FD < 0 || int64(len(m.Bytes)) < cfg.Mem {
+			return nil, fmt.Errorf("%w: provided memory of %d bytes (fd %d) for a store of %d", ErrBadSize, len(m.Bytes), m.FD, cfg.Mem)
+		}
+		a = &arena{fd: m.FD, mem: m.Bytes[:cfg.Mem], size: cfg.Mem, borrowed: true}
+	} else {
+		var err error
+		if a, err = newArena(cfg.Mem); err != nil {
+			return nil, err
+		}
 	}
 	ln, err := listen(cfg.Socket)
 	if err != nil {
