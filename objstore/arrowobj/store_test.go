@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/rdmakit/rdmakit/objstore"
 	"github.com/rdmakit/rdmakit/objstore/object"
 )
 
@@ -35,6 +36,7 @@ func (s *memStore) Create(_ context.Context, id object.ID, size int, metadata []
 	}
 	s.data[id] = make([]byte, size-s.shorten)
 	s.meta[id] = append([]byte(nil), metadata...)
+	s.refs[id] = 1
 	return s.data[id], nil
 }
 
@@ -53,17 +55,21 @@ func (s *memStore) Abort(_ context.Context, id object.ID) error {
 	defer s.mu.Unlock()
 	delete(s.data, id)
 	delete(s.meta, id)
+	delete(s.refs, id)
 	return nil
 }
 
-func (s *memStore) GetOne(_ context.Context, id object.ID, _ time.Duration) (View, error) {
+func (s *memStore) Get(_ context.Context, ids []object.ID, _ time.Duration) ([]*objstore.Buffer, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.sealed[id] {
-		return View{}, object.ErrNotFound
+	out := make([]*objstore.Buffer, len(ids))
+	for i, id := range ids {
+		if s.sealed[id] {
+			s.refs[id]++
+			out[i] = &objstore.Buffer{ID: id, Data: s.data[id], Metadata: s.meta[id]}
+		}
 	}
-	s.refs[id]++
-	return View{Data: s.data[id], Metadata: s.meta[id]}, nil
+	return out, nil
 }
 
 func (s *memStore) Release(_ context.Context, id object.ID) error {
@@ -132,6 +138,7 @@ func TestGetRecordRejects(t *testing.T) {
 	dst, _ := s.Create(ctx, plain, 16, []byte("text"))
 	copy(dst, "not arrow at all")
 	_ = s.Seal(ctx, plain)
+	_ = s.Release(ctx, plain)
 	if _, _, err := GetRecord(ctx, s, plain, time.Second); !errors.Is(err, ErrNotArrow) {
 		t.Fatalf("GetRecord of a non-Arrow object: %v, want ErrNotArrow", err)
 	}
@@ -153,5 +160,63 @@ func TestGetRecordRejects(t *testing.T) {
 	}
 	if _, _, err := GetRecord(ctx, s, object.NewID(), time.Second); !errors.Is(err, object.ErrNotFound) {
 		t.Fatalf("GetRecord of a missing object: %v, want ErrNotFound", err)
+	}
+}
+
+// TestWithStore puts a record into a real store and reads it back through
+// a second client: the record's columns are in the store's shared memory
+// (the second client's mapping), and release drops the reference.
+func TestWithStore(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := objstore.NewStore(objstore.Config{Mem: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- st.Serve(ctx) }()
+	defer func() { st.Close(); <-done }()
+	writer, err := objstore.Connect(ctx, st.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer writer.Close()
+	reader, err := objstore.Connect(ctx, st.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+
+	rec := sampleRecord(t, 300)
+	defer rec.Release()
+	id := object.NewID()
+	if err := Put(ctx, writer, id, rec); err != nil {
+		t.Fatal(err)
+	}
+	got, release, err := GetRecord(ctx, reader, id, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !array.RecordEqual(got, rec) {
+		t.Fatal("record differs after a trip through the store")
+	}
+	bufs, err := reader.Get(ctx, []object.ID{id}, 0)
+	if err != nil || bufs[0] == nil {
+		t.Fatalf("Get: %v %v", bufs, err)
+	}
+	if !inside(got.Column(3).Data().Buffers()[2].Bytes(), bufs[0].Data) {
+		t.Fatal("the string column's bytes are not in the store's memory")
+	}
+	if err := reader.Release(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.Delete(ctx, id); err != nil {
+		t.Fatalf("Delete after release: %v (a reference was left)", err)
+	}
+	if _, _, err := GetRecord(ctx, reader, id, 0); !errors.Is(err, object.ErrNotFound) {
+		t.Fatalf("GetRecord of a deleted object: %v, want ErrNotFound", err)
 	}
 }
