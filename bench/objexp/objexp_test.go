@@ -142,3 +142,26 @@ func TestNoCommand(t *testing.T) {
 		t.Fatalf("without a command: %d rows, notes %q; want none and a note", len(r.Rows), r.Notes)
 	}
 }
+
+func TestFetchRedisQuick(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	env := quickEnv()
+	env.Only = []string{"redis"}
+	r, err := runFetch(ctx, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Rows) == 0 {
+		t.Skipf("no Redis rows: %q", r.Notes)
+	}
+	if len(r.Rows) != len(quickFetchSizes) {
+		t.Fatalf("%d rows, want one per size (%d)", len(r.Rows), len(quickFetchSizes))
+	}
+	for _, row := range r.Rows {
+		positive(t, r, row, "mean", "p50", "GB/s")
+		if cell(t, r, row, "copied") != nil {
+			t.Fatalf("row %v: Redis has no copy counter, want —", row)
+		}
+	}
+}
