@@ -33,7 +33,7 @@ See docs/objstore.md.`,
 }
 
 func newObjstoreServeCmd() *cobra.Command {
-	var mem, maxObj, threshold, socket, listen, tcpListen, peers, protocol, stats string
+	var mem, maxObj, threshold, socket, listen, device, tcpListen, peers, protocol, stats string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a store: local clients on --socket, peers on --listen / --tcp-listen",
@@ -43,8 +43,8 @@ where it listens (the ports it got for port 0), which the benchmarks parse:
   objstore: serving socket=@objs verbs=127.0.0.1:40613 tcp=127.0.0.1:40614 stats=127.0.0.1:40615
 
 Local clients connect to --socket (a path, or @NAME in Linux's abstract namespace).
-Other stores fetch this store's objects from --listen (the verbs device: SEND/RECV
-and READ) or --tcp-listen (the TCP baselines). This store's own fetches ask the
+Other stores fetch this store's objects from --listen (the connection manager of
+the verbs device --device: SEND/RECV and READ) or --tcp-listen (the TCP baselines). This store's own fetches ask the
 stores at --peers, in order, with --protocol. /stats on --stats serves the store's
 and the transfer layer's counters as JSON.`,
 		Example: `  rdmakit objstore serve --mem 1GiB --socket @a --listen 127.0.0.1:7600
@@ -52,7 +52,7 @@ and the transfer layer's counters as JSON.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := node.Config{Socket: socket, Stats: stats,
-				Transfer: node.Transfer{Listen: listen, TCPListen: tcpListen, Protocol: protocol}}
+				Transfer: node.Transfer{Listen: listen, Device: device, TCPListen: tcpListen, Protocol: protocol}}
 			var err error
 			if cfg.Mem, err = parseBytes(mem); err != nil {
 				return fmt.Errorf("--mem: %w", err)
@@ -80,6 +80,7 @@ and the transfer layer's counters as JSON.`,
 	fl.StringVar(&maxObj, "max-object", "", "largest object (data and metadata); default --mem")
 	fl.StringVar(&socket, "socket", "", "Unix socket local clients connect to: a path or @NAME (default: a fresh @name)")
 	fl.StringVar(&listen, "listen", "", "HOST:PORT of the verbs device peers fetch from (SEND/RECV, READ); empty: none")
+	fl.StringVar(&device, "device", node.DefaultDevice, "verbs device the pairs between stores run over")
 	fl.StringVar(&tcpListen, "tcp-listen", "", "HOST:PORT peers fetch from over plain TCP (tcp4k, tcpbulk); empty: none")
 	fl.StringVar(&peers, "peers", "", "comma-separated addresses of the stores this store fetches from")
 	fl.StringVar(&protocol, "protocol", "hybrid", "how this store fetches: hybrid, sendrecv, read, tcp4k or tcpbulk")

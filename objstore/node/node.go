@@ -95,28 +95,27 @@ func Serve(ctx context.Context, out io.Writer, cfg Config) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fetcher, err := newFetcher(cfg.Transfer, log)
+	tr, err := newTransfer(cfg.Transfer, log)
 	if err != nil {
 		return err
 	}
-	defer fetcher.close()
 	st, err := objstore.NewStore(objstore.Config{
 		Mem: cfg.Mem, Socket: cfg.Socket, MaxObjectSize: cfg.MaxObjectSize,
-		Fetcher: fetcher.fetcher(), Logger: log,
+		Fetcher: tr.objectFetcher(), Logger: log,
 	})
 	if err != nil {
+		tr.close()
 		return fmt.Errorf("node: %w", err)
 	}
 	defer st.Close()
-	holder, err := newHolder(ctx, st, cfg.Transfer, log)
-	if err != nil {
+	defer tr.close() // before the store closes: the server holds pins
+	if err := tr.serve(ctx, st); err != nil {
 		return err
 	}
-	defer holder.close()
-	ann := Announcement{Socket: st.Addr(), Verbs: holder.verbsAddr(), TCP: holder.tcpAddr()}
+	ann := Announcement{Socket: st.Addr(), Verbs: tr.verbsAddr(), TCP: tr.tcpAddr()}
 	if cfg.Stats != "" {
 		addr, stop, err := serveStats(cfg.Stats, func() StatsReport {
-			return StatsReport{Store: st.Stats(), Transfer: addStats(holder.stats(), fetcher.stats())}
+			return StatsReport{Store: st.Stats(), Transfer: tr.stats()}
 		}, log)
 		if err != nil {
 			return err
