@@ -2,6 +2,7 @@ package objexp
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -47,7 +48,8 @@ var (
 // fetchPlan is how many objects a run moves.
 type fetchPlan struct {
 	sizes   []int
-	fetches int   // timed fetches per point and round
+	fetches int   // timed fetches per point and round, at most
+	moved   int64 // bytes a point's timed fetches move per round, at most
 	budget  int64 // bytes of distinct objects the holder keeps per size
 	warmup  int
 	rounds  int
@@ -55,15 +57,21 @@ type fetchPlan struct {
 
 func planFor(quick bool) fetchPlan {
 	if quick {
-		return fetchPlan{sizes: quickFetchSizes, fetches: 20, budget: 32 << 20, warmup: 10, rounds: 1}
+		return fetchPlan{sizes: quickFetchSizes, fetches: 20, moved: 64 << 20, budget: 32 << 20, warmup: 10, rounds: 1}
 	}
-	return fetchPlan{sizes: fetchSizes, fetches: 1000, budget: 1 << 30, warmup: 10, rounds: fullRounds}
+	return fetchPlan{sizes: fetchSizes, fetches: 1000, moved: 2 << 30, budget: 1 << 30, warmup: 10, rounds: fullRounds}
 }
 
-// poolSize is how many distinct objects of size the holder keeps: the
-// fetches, or as many as the byte budget allows (at least one).
+// count is how many timed fetches of size a point makes per round: the
+// plan's fetches, or as many as its moved bytes allow (at least 20).
+func (p fetchPlan) count(size int) int {
+	return max(min(20, p.fetches), min(p.fetches, int(p.moved/int64(size))))
+}
+
+// poolSize is how many distinct objects of size the holder keeps: one
+// per fetch, or as many as the byte budget allows (at least one).
 func (p fetchPlan) poolSize(size int) int {
-	return max(1, min(p.fetches, int(p.budget/int64(size))))
+	return max(1, min(p.count(size), int(p.budget/int64(size))))
 }
 
 var fetchColumns = []bench.Column{
@@ -219,16 +227,17 @@ func fillPool(ctx context.Context, c *objstore.Client, size, n int) ([]object.ID
 	return ids, sums, nil
 }
 
-// fill writes bytes derived from id into b (8 at a time).
+// fill writes bytes derived from id into b: an xorshift stream, 8 bytes
+// at a time.
 func fill(b []byte, id object.ID) {
-	x := uint64(id[0]) | uint64(id[1])<<8 | uint64(id[2])<<16 | uint64(id[3])<<24 | 1
-	for i := range b {
-		if i%8 == 0 {
-			x ^= x << 13
-			x ^= x >> 7
-			x ^= x << 17
-		}
-		b[i] = byte(x >> (8 * (i % 8)))
+	x := binary.LittleEndian.Uint64(id[:8]) | 1
+	var w [8]byte
+	for i := 0; i < len(b); i += 8 {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		binary.LittleEndian.PutUint64(w[:], x)
+		copy(b[i:], w[:])
 	}
 }
 
@@ -251,7 +260,7 @@ func (u *fetchRun) measureStore(ctx context.Context, holder, fetcher *store, c *
 			return fetchSample{}, err
 		}
 	}
-	order := make([]object.ID, u.plan.fetches)
+	order := make([]object.ID, u.plan.count(size))
 	perm := rng.Perm(len(pool))
 	for i := range order {
 		order[i] = pool[perm[i%len(perm)]]
@@ -368,9 +377,10 @@ func (u *fetchRun) report(r *bench.Result) {
 			times(ratio(u.stat(sysSendRecv, 1<<10, p50Of), u.stat(sysHybrid, 1<<10, p50Of)))),
 		fmt.Sprintf("Two stores, each `rdmakit objstore serve` in its own process: a holder (verbs tcp device and plain TCP listener) and one fetcher "+
 			"per protocol, all running for the whole experiment. A client in the experiment's process creates a pool of distinct objects of each size "+
-			"at the holder (objects: %d per size, or as many as %d MiB hold), then, per protocol, has the fetcher's client fetch %d objects picked from "+
-			"the pool in random order (fetches counts all rounds) after %d warm-up fetches whose copies are checked by CRC-32, deleting the fetched copy "+
-			"after each fetch (not timed), so every fetch moves the object across.", u.plan.fetches, u.plan.budget>>20, u.plan.fetches, u.plan.warmup),
+			"at the holder (objects: one per timed fetch, or as many as %d MiB hold), then, per protocol, has the fetcher's client fetch %d objects "+
+			"(or as many as move %d MiB; fetches counts all rounds) picked from the pool in random order, after %d warm-up fetches whose copies are "+
+			"checked by CRC-32, deleting the fetched copy after each fetch (not timed), so every fetch moves the object across.",
+			u.plan.budget>>20, u.plan.fetches, u.plan.moved>>20, u.plan.warmup),
 		"mean and p50 are per Fetch call (one ID, the client's round trip to its store included); GB/s is size / mean latency. "+
 			"copied is the bytes both stores copied in user space per object (the transfer layer's counters, /stats): SEND/RECV copies object → slot → object, "+
 			"READ and TCP copy nothing in user space (the kernel or the transport's NIC does). cpu is both store processes' user+system CPU time "+

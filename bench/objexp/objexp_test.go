@@ -165,3 +165,41 @@ func TestFetchRedisQuick(t *testing.T) {
 		}
 	}
 }
+
+// TestFetchQuick runs objstore-fetch quickly with every system: a row per
+// system and size with latencies and throughput, copies where the
+// protocol copies (SEND/RECV: both sides, 2× the size) and none where it
+// does not (READ, the TCP paths), and the ratio note.
+func TestFetchQuick(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := runFetch(ctx, quickEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, row := range r.Rows {
+		sys, size := cell(t, r, row, "system").(string), cell(t, r, row, "size").(int)
+		seen[sys]++
+		positive(t, r, row, "mean", "p50", "GB/s")
+		copied, _ := cell(t, r, row, "copied").(float64)
+		switch sys {
+		case sysSendRecv:
+			if copied != float64(2*size) {
+				t.Errorf("sendrecv %d B: %v bytes copied per object, want %d", size, copied, 2*size)
+			}
+		case sysRead, sysTCP4K, sysTCPBulk:
+			if copied != 0 {
+				t.Errorf("%s %d B: %v bytes copied per object, want 0", sys, size, copied)
+			}
+		}
+	}
+	for _, sys := range fetchProtocols {
+		if seen[sys] != len(quickFetchSizes) {
+			t.Errorf("%s: %d rows, want %d", sys, seen[sys], len(quickFetchSizes))
+		}
+	}
+	if !strings.Contains(strings.Join(r.Notes, " "), "Hybrid/TCP4K GB/s at 4 MiB") {
+		t.Fatalf("no ratio note: %q", r.Notes)
+	}
+}

@@ -79,7 +79,8 @@ func (u *fetchRun) measureRedis(ctx context.Context, rc *redis.Client, pid int, 
 	}
 	lat.Reset()
 	var total time.Duration
-	for i := range u.plan.fetches {
+	count := u.plan.count(size)
+	for i := range count {
 		k := keys[perm[i%len(perm)]]
 		t0 := time.Now()
 		b, err := rc.Get(ctx, k).Bytes()
@@ -97,8 +98,8 @@ func (u *fetchRun) measureRedis(ctx context.Context, rc *redis.Client, pid int, 
 	if err != nil {
 		return fetchSample{}, err
 	}
-	n := float64(u.plan.fetches)
+	n := float64(count)
 	s := lat.Summary()
-	return fetchSample{mean: us(s.Avg), p50: us(s.P50), fetches: u.plan.fetches,
+	return fetchSample{mean: us(s.Avg), p50: us(s.P50), fetches: count,
 		gbps: float64(size) * n / total.Seconds() / 1e9, copied: math.NaN(), cpu: us(cpu1-cpu0) / n}, nil
 }
