@@ -28,7 +28,7 @@ the peer stores it is given — small ones by SEND/RECV, large ones by an RDMA R
 See docs/objstore.md.`,
 	}
 	cmd.AddCommand(newObjstoreServeCmd(), newObjstorePutCmd(), newObjstoreGetCmd(),
-		newObjstoreLsCmd(), newObjstoreRmCmd(), newObjstoreFetchCmd())
+		newObjstoreLsCmd(), newObjstoreRmCmd(), newObjstoreFetchCmd(), newObjstoreTuneCmd())
 	return cmd
 }
 

@@ -138,3 +138,51 @@ func TestObjstoreLocalCommands(t *testing.T) {
 		t.Fatal("get of a malformed ID succeeded")
 	}
 }
+
+// TestObjstoreFetchAcrossStores: two store processes, a holder and a
+// fetcher per protocol; objects of sizes around the threshold and the
+// slot size put on the holder come back from the fetcher byte for byte
+// (`get --fetch`), and a fetch of an ID no peer holds fails.
+func TestObjstoreFetchAcrossStores(t *testing.T) {
+	pid := os.Getpid()
+	holder := startObjstore(t, "--mem", "64MiB", "--socket", fmt.Sprintf("@rdmakit-cmdtest-h-%d", pid),
+		"--listen", "127.0.0.1:0", "--tcp-listen", "127.0.0.1:0")
+	if holder.Verbs == "" || holder.TCP == "" {
+		t.Fatalf("holder announced %+v", holder)
+	}
+	sizes := []int{0, 1, 4095, 4096, 4097, 32<<10 - 1, 32 << 10, 32<<10 + 1, 64 << 10, 1<<20 + 3}
+	ids := map[string][]byte{}
+	for i, n := range sizes {
+		b := payload(n, byte(i))
+		ids[strings.TrimSpace(string(objCLI(t, b, "put", "--socket", holder.Socket)))] = b
+	}
+	for _, proto := range []string{"hybrid", "sendrecv", "read", "tcp4k", "tcpbulk"} {
+		peer := holder.Verbs
+		if strings.HasPrefix(proto, "tcp") {
+			peer = holder.TCP
+		}
+		f := startObjstore(t, "--mem", "64MiB", "--socket", fmt.Sprintf("@rdmakit-cmdtest-f-%s-%d", proto, pid),
+			"--peers", peer, "--protocol", proto)
+		for id, want := range ids {
+			got := objCLI(t, nil, "get", "--socket", f.Socket, "--fetch", id)
+			if len(got) != len(want) || crc32.ChecksumIEEE(got) != crc32.ChecksumIEEE(want) {
+				t.Fatalf("%s: fetched %s: %d bytes, CRC differs from the %d put", proto, id, len(got), len(want))
+			}
+		}
+		missing := "ffffffffffffffffffffffffffffffffffffffff"
+		if _, errOut, code := objCLIExit(t, nil, "fetch", "--socket", f.Socket, missing); code == 0 || !strings.Contains(errOut, missing) {
+			t.Fatalf("%s: fetch of an ID no peer holds: exit %d, %q", proto, code, errOut)
+		}
+	}
+}
+
+// TestObjstoreTune measures two sizes against a holder tune starts and
+// prints a row for each and a threshold line.
+func TestObjstoreTune(t *testing.T) {
+	out := string(objCLI(t, nil, "tune", "--sizes", "1KiB,256KiB", "--runs", "2"))
+	for _, want := range []string{"1 KiB", "256 KiB", "threshold: "} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("tune printed no %q:\n%s", want, out)
+		}
+	}
+}
