@@ -157,7 +157,8 @@ func tuneObjects(ctx context.Context, socket string, sizes []int) ([]transfer.Tu
 		for i := range dst {
 			dst[i] = byte(i)
 		}
-		if err := c.Seal(ctx, id); err == nil {
+		err = c.Seal(ctx, id)
+		if err == nil {
 			err = c.Release(ctx, id)
 		}
 		if err != nil {
