@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -190,7 +191,9 @@ func (c *Client) Close() error {
 		c.mu.Lock()
 		c.closing = true
 		c.mu.Unlock()
-		c.closeErr = c.conn.Close()
+		if err := c.conn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			c.closeErr = err
+		}
 		<-c.done
 		c.wmu.Lock()
 		defer c.wmu.Unlock()

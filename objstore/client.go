@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -192,6 +193,7 @@ func (c *Client) read() {
 	subs := c.subs
 	c.subs = map[uint32]*Subscription{}
 	c.mu.Unlock()
+	c.conn.Close() // after a malformed frame the socket is still open
 	for _, s := range subs {
 		s.end(c.err)
 	}
@@ -301,6 +303,7 @@ func (c *Client) abandon(r *request, cl *call) {
 	c.mu.Lock()
 	_, waiting := c.pending[r.reqID]
 	if waiting {
+		cl.ids = slices.Clone(cl.ids) // the caller may reuse its slice
 		cl.abandoned = true
 	}
 	c.mu.Unlock()

@@ -187,7 +187,7 @@ func (s *Store) fetch(c *session, r *request) {
 		s.mu.Unlock()
 		f := newFrame(nil, msgFetch|replyBit, reqID).u8(0).u32(uint32(len(ids)))
 		for _, err := range errs {
-			f = f.u8(statusOf(err))
+			f = f.u8(fetchStatus(err))
 		}
 		c.send(f.done())
 	}()
@@ -225,4 +225,16 @@ func (s *Store) fetchIDs(ctx context.Context, ids []ID) []error {
 		}
 	}
 	return errs
+}
+
+// fetchStatus is the status of a Fetcher's error: what the Fetcher
+// contract names (ErrUnavailable, ErrStoreFull, a context error) wins
+// over what else the error wraps.
+func fetchStatus(err error) byte {
+	for _, e := range []error{ErrUnavailable, ErrStoreFull, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return statusOf(e)
+		}
+	}
+	return statusOf(err)
 }

@@ -22,11 +22,11 @@ type session struct {
 	conn *net.UnixConn
 
 	// Under s.mu.
-	refs    map[ID]int               // references held, by object
-	created map[ID]*entry            // unsealed objects it created
-	waiters map[uint32]*waiter       // blocked Gets by reqID
-	fetches map[uint32]func()        // running Fetches' cancel functions by reqID
-	subs    map[uint32]struct{}      // subscriptions by reqID
+	refs    map[ID]int          // references held, by object
+	created map[ID]*entry       // unsealed objects it created
+	waiters map[uint32]*waiter  // blocked Gets by reqID
+	fetches map[uint32]func()   // running Fetches' cancel functions by reqID
+	subs    map[uint32]struct{} // subscriptions by reqID
 
 	// The output queue, drained by the writer goroutine.
 	outMu  sync.Mutex

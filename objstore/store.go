@@ -8,7 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/rdmakit/rdmakit/objstore/object"
 )
@@ -97,10 +101,10 @@ func NewStore(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: cfg.Socket, Net: "unix"})
+	ln, err := listen(cfg.Socket)
 	if err != nil {
 		a.close()
-		return nil, fmt.Errorf("objstore: listen on %s: %w", cfg.Socket, err)
+		return nil, err
 	}
 	s := &Store{
 		cfg:        cfg,
@@ -223,4 +227,26 @@ func (s *Store) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// listen binds socket. A socket file left by a store that died (nobody
+// accepts on it) is removed and bound again; a live store's is not.
+func listen(socket string) (*net.UnixListener, error) {
+	addr := &net.UnixAddr{Name: socket, Net: "unix"}
+	ln, err := net.ListenUnix("unix", addr)
+	if err != nil && errors.Is(err, syscall.EADDRINUSE) && !strings.HasPrefix(socket, "@") {
+		if fi, serr := os.Stat(socket); serr == nil && fi.Mode()&os.ModeSocket != 0 {
+			if c, derr := net.DialTimeout("unix", socket, time.Second); derr == nil {
+				c.Close()
+				return nil, fmt.Errorf("objstore: listen on %s: a store is serving there: %w", socket, err)
+			}
+			if rerr := os.Remove(socket); rerr == nil {
+				ln, err = net.ListenUnix("unix", addr)
+			}
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("objstore: listen on %s: %w", socket, err)
+	}
+	return ln, nil
 }

@@ -102,7 +102,11 @@ func (c *Client) deliver(h header, b []byte) {
 	if h.typ == msgNotify {
 		id = p.id()
 	}
-	if p.end() != nil || h.typ == msgLagged {
+	if err := p.end(); err != nil {
+		c.dropSub(s, fmt.Errorf("notice: %w", err))
+		return
+	}
+	if h.typ == msgLagged {
 		c.dropSub(s, ErrLagged)
 		return
 	}

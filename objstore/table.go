@@ -1,9 +1,6 @@
 package objstore
 
-import (
-	"container/list"
-	"time"
-)
+import "time"
 
 // entry is one object in the store's table.
 type entry struct {
@@ -15,7 +12,8 @@ type entry struct {
 	refs               int      // client references, summed over clients
 	pins               int      // Source pins
 	createdAt          time.Time
-	lru                *list.Element // in the LRU list while sealed with no refs and pins
+	inLRU              bool   // in the LRU list (sealed, no refs, no pins)
+	prev, next         *entry // its neighbours there
 }
 
 // evictable says whether e may be evicted or deleted: sealed, and
