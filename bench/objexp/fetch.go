@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rdmakit/rdmakit/bench"
@@ -114,7 +115,8 @@ func runFetch(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 	}
 	withRedis := env.Keeps(sysRedis, "")
 	if len(protos) == 0 && !withRedis {
-		return nil, bench.ErrNoSystem
+		return nil, fmt.Errorf("%w: --only %s names none of objstore-fetch's systems (%s, %s)",
+			bench.ErrNoSystem, strings.Join(env.Only, ","), strings.Join(fetchProtocols, ", "), sysRedis)
 	}
 	r := &bench.Result{Name: "objstore-fetch", Title: "Cross-store fetch: Plasma's 4 KB socket path, bulk TCP, SEND/RECV, READ, the hybrid and Redis GET",
 		Columns: fetchColumns, Meta: bench.Meta{Transport: "tcp (verbs tcp device between stores), loopback TCP (baselines, Redis)"}}

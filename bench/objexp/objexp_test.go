@@ -2,6 +2,7 @@ package objexp
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -201,5 +202,13 @@ func TestFetchQuick(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(r.Notes, " "), "Hybrid/TCP4K GB/s at 4 MiB") {
 		t.Fatalf("no ratio note: %q", r.Notes)
+	}
+}
+
+func TestFetchOnlyUnknown(t *testing.T) {
+	env := quickEnv()
+	env.Only = []string{"memcached"}
+	if _, err := runFetch(context.Background(), env); !errors.Is(err, bench.ErrNoSystem) || !strings.Contains(err.Error(), "hybrid") {
+		t.Fatalf("--only memcached: %v, want ErrNoSystem listing the systems", err)
 	}
 }
