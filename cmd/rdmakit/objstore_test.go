@@ -187,3 +187,23 @@ func TestObjstoreTune(t *testing.T) {
 		}
 	}
 }
+
+// TestObjstoreBenchQuick runs both object-store experiments quickly
+// through `rdmakit bench run`, whose stores are this binary in their own
+// processes (bench.Options.Command).
+func TestObjstoreBenchQuick(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "res")
+	out, errs, code := execute(t, "bench", "run", "objstore-local", "--quick", "--out", dir)
+	if code != 0 {
+		t.Fatalf("objstore-local: exit %d: %s", code, errs)
+	}
+	mustContain(t, out, "| op | size [B] | p50 [µs] |", "| get | 67108864 |", "get(64 MiB)/get(1 KiB) p50")
+	out, errs, code = execute(t, "bench", "run", "objstore-fetch", "--quick", "--only", "hybrid,tcp4k", "--out", dir)
+	if code != 0 {
+		t.Fatalf("objstore-fetch: exit %d: %s", code, errs)
+	}
+	mustContain(t, out, "| hybrid | 4194304 |", "| tcp4k | 1024 |", "Hybrid/TCP4K GB/s at 4 MiB")
+	if strings.Contains(out, "| sendrecv |") || strings.Contains(out, "| redis |") {
+		t.Fatalf("--only hybrid,tcp4k measured other systems:\n%s", out)
+	}
+}
