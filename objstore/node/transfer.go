@@ -43,7 +43,10 @@ type Transfer struct {
 // TransferStats are the transfer layer's counters of a node: its holder
 // side (Server) and its fetcher side (Fetcher).
 type TransferStats struct {
-	Server  transfer.Stats `json:"server"`
+	// Server is the holder side's counters (objects served to peers).
+	Server transfer.Stats `json:"server"`
+	// Fetcher is the fetching side's counters (objects pulled from
+	// peers).
 	Fetcher transfer.Stats `json:"fetcher"`
 	// CopiedBytes is the bytes both sides copied in user space.
 	CopiedBytes int64 `json:"copied_bytes"`
