@@ -17,7 +17,9 @@ const (
 	DefaultWorkers       = 8
 	DefaultProbeInterval = 100 * time.Millisecond
 	DefaultFinTimeout    = 30 * time.Second
-	// MaxSlots bounds Config.Slots (credits travel as 16-bit counts).
+	// MinSlots and MaxSlots bound Config.Slots: the credit scheme needs
+	// three (doc.go), credits travel as 16-bit counts.
+	MinSlots = 3
 	MaxSlots = 4096
 	// MinSlotSize is the smallest slot: a CHUNK header and some payload.
 	MinSlotSize = 256
@@ -99,8 +101,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: protocol %v", verbs.ErrInvalidArg, c.Protocol)
 	case c.Threshold < 0:
 		return c, fmt.Errorf("%w: threshold %d", verbs.ErrInvalidArg, c.Threshold)
-	case c.Slots < 2 || c.Slots > MaxSlots:
-		return c, fmt.Errorf("%w: %d slots (2 … %d)", verbs.ErrInvalidArg, c.Slots, MaxSlots)
+	case c.Slots < MinSlots || c.Slots > MaxSlots:
+		return c, fmt.Errorf("%w: %d slots (%d … %d)", verbs.ErrInvalidArg, c.Slots, MinSlots, MaxSlots)
 	case c.SlotSize < MinSlotSize || c.SlotSize > 1<<30:
 		return c, fmt.Errorf("%w: slot size %d (%d … 1 GiB)", verbs.ErrInvalidArg, c.SlotSize, MinSlotSize)
 	case c.Concurrency < 0 || c.Workers < 0 || c.ProbeInterval < 0 || c.FinTimeout < 0:

@@ -15,21 +15,26 @@ import (
 // transfer id.
 type fpair struct {
 	*pair
-	xmu     sync.Mutex
-	xfers   map[uint32]*fxfer
-	nextTID atomic.Uint32
+	xmu      sync.Mutex
+	xfers    map[uint32]*fxfer
+	nextTID  atomic.Uint32
+	inflight chan struct{} // a token per transfer the holder may still be serving
 }
 
 // fxfer is one transfer in progress at the fetcher. The poller fills in
 // what the holder sends (under mu) and signals sig; the fetching
 // goroutine waits on sig and does the rest.
 type fxfer struct {
-	tid  uint32
-	id   object.ID
-	sink object.Sink
-	sig  chan struct{}
+	sig chan struct{}
+	mu  sync.Mutex
+	xstate
+}
 
-	mu        sync.Mutex
+// xstate is an fxfer's state, guarded by its mu.
+type xstate struct {
+	tid       uint32
+	id        object.ID
+	sink      object.Sink
 	gotData   bool
 	proto     Protocol
 	total     uint64
@@ -61,16 +66,17 @@ func (x *fxfer) signal() {
 
 // reset readies a finished transfer for the pool.
 func (x *fxfer) reset() {
-	sig := x.sig
+	x.mu.Lock()
+	x.xstate = xstate{}
+	x.mu.Unlock()
 	select {
-	case <-sig:
+	case <-x.sig:
 	default:
 	}
-	*x = fxfer{sig: sig}
 }
 
 func newFPair(p *pair) *fpair {
-	f := &fpair{pair: p, xfers: map[uint32]*fxfer{}}
+	f := &fpair{pair: p, xfers: map[uint32]*fxfer{}, inflight: make(chan struct{}, maxInflight(p.cfg))}
 	p.onMsg = f.handle
 	p.onRead = f.readDone
 	return f
@@ -82,10 +88,16 @@ func (f *fpair) lookup(tid uint32) *fxfer {
 	return f.xfers[tid]
 }
 
+// remove forgets a transfer the holder is done with and returns its
+// in-flight token.
 func (f *fpair) remove(tid uint32) {
 	f.xmu.Lock()
+	_, ok := f.xfers[tid]
 	delete(f.xfers, tid)
 	f.xmu.Unlock()
+	if ok {
+		<-f.inflight
+	}
 }
 
 // handle is the fetcher's onMsg, on the poller.
@@ -95,6 +107,10 @@ func (f *fpair) handle(m *msg, _ int) (bool, error) {
 		return false, protoErr("%s for unknown transfer %d", msgName(m.typ), m.tid)
 	}
 	x.mu.Lock()
+	if x.tid != m.tid { // x finished and was reused meanwhile
+		x.mu.Unlock()
+		return false, protoErr("%s for finished transfer %d", msgName(m.typ), m.tid)
+	}
 	err := f.handleLocked(x, m)
 	done := x.finished
 	x.mu.Unlock()
@@ -184,6 +200,10 @@ func (f *fpair) readDone(tid uint32, st verbs.Status) {
 		return
 	}
 	x.mu.Lock()
+	if x.tid != tid {
+		x.mu.Unlock()
+		return
+	}
 	x.readsLeft--
 	if st != verbs.StatusSuccess {
 		x.readErr = st
@@ -211,22 +231,31 @@ func (f *fpair) fetch(ctx context.Context, id object.ID, sink object.Sink, mode 
 		return 0, 0, f.failure()
 	}
 	defer f.exit()
-	x := xferPool.Get().(*fxfer)
-	x.id, x.sink = id, sink
-	x.tid = f.nextTID.Add(1)
-	if x.tid == 0 {
-		x.tid = f.nextTID.Add(1)
+	select {
+	case f.inflight <- struct{}{}:
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	case <-f.done:
+		return 0, 0, f.failure()
 	}
+	x := xferPool.Get().(*fxfer)
+	tid := f.nextTID.Add(1)
+	if tid == 0 {
+		tid = f.nextTID.Add(1)
+	}
+	x.mu.Lock()
+	x.id, x.sink, x.tid = id, sink, tid
+	x.mu.Unlock()
 	f.xmu.Lock()
-	f.xfers[x.tid] = x
+	f.xfers[tid] = x
 	f.xmu.Unlock()
 	i, err := f.acquire(ctx, nil)
 	if err != nil {
-		f.remove(x.tid)
+		f.remove(tid)
 		return 0, 0, err
 	}
-	if err := f.post(i, encodeTransfer(f.sendBuf(i), x.tid, id, mode, threshold)); err != nil {
-		f.remove(x.tid)
+	if err := f.post(i, encodeTransfer(f.sendBuf(i), tid, id, mode, threshold)); err != nil {
+		f.remove(tid)
 		return 0, 0, err
 	}
 	var mr verbs.MR
@@ -365,14 +394,16 @@ func (f *fpair) abandon(x *fxfer, mr verbs.MR, cause error) error {
 		}
 		x.mu.Lock()
 	}
-	reading, finished := x.reading, x.finished
+	// Once READ_INFO is in, the holder waits for a FIN that only this
+	// goroutine will send.
+	waiting := (x.reading || x.info) && !x.finished
 	if x.abort != nil {
 		x.abort()
 		x.abort, x.dst = nil, nil
 	}
 	x.mu.Unlock()
 	f.deregister(mr)
-	if reading && !finished {
+	if waiting {
 		f.remove(x.tid)
 		if f.failure() == nil {
 			if err := f.sendFin(x.tid, finAborted); err != nil {

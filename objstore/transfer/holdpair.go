@@ -11,18 +11,22 @@ import (
 )
 
 // hpair is the holder's side of a pair: Workers goroutines serve the
-// TRANSFER requests; a request that finds them all busy and the queue
-// full stays in its receive slot (not re-posted, so its credit is not
-// returned) until a worker takes it. A fetcher that never reads, or asks
-// for more than it should, therefore holds back its own credits; the
-// holder's memory stays bounded by its slots.
+// TRANSFER requests, which wait in a queue of at most maxInflight
+// (a fetcher keeps no more transfers than that in flight per pair; one
+// that asks for more breaks the protocol and loses the pair). Every
+// received slot is re-posted at once, so the credit window keeps moving
+// in both directions whatever the workers do; a fetcher that never reads
+// returns no credits, and the holder's workers stall (then fail the pair
+// after FinTimeout) instead of allocating.
 type hpair struct {
 	*pair
-	src    object.Source
-	reqs   chan request
-	hmu    sync.Mutex
-	parked []parkedReq
-	fins   map[uint32]chan uint8 // READs waiting for their FIN
+	src   object.Source
+	hmu   sync.Mutex
+	ready *sync.Cond // a request was queued, or the pair failed
+	queue []request  // a ring of maxInflight requests
+	head  int
+	count int
+	fins  map[uint32]chan uint8 // READs waiting for their FIN
 }
 
 type request struct {
@@ -32,16 +36,20 @@ type request struct {
 	threshold uint64
 }
 
-type parkedReq struct {
-	slot int
-	r    request
-}
+// maxInflight is the most transfers a fetcher keeps in flight on a pair
+// of cfg (both sides have the same Slots).
+func maxInflight(cfg *Config) int { return 4 * cfg.Slots }
 
 func newHPair(p *pair, src object.Source) *hpair {
-	h := &hpair{pair: p, src: src, reqs: make(chan request, p.cfg.Slots), fins: map[uint32]chan uint8{}}
-	h.parked = make([]parkedReq, 0, p.cfg.Slots)
+	h := &hpair{pair: p, src: src, queue: make([]request, maxInflight(p.cfg)), fins: map[uint32]chan uint8{}}
+	h.ready = sync.NewCond(&h.hmu)
 	p.onMsg = h.handle
 	p.onRead = func(uint32, verbs.Status) {}
+	p.onFail = func() {
+		h.hmu.Lock()
+		h.ready.Broadcast()
+		h.hmu.Unlock()
+	}
 	return h
 }
 
@@ -54,19 +62,18 @@ func (h *hpair) startWorkers() {
 }
 
 // handle is the holder's onMsg, on the poller.
-func (h *hpair) handle(m *msg, slot int) (bool, error) {
+func (h *hpair) handle(m *msg, _ int) (bool, error) {
 	switch m.typ {
 	case msgTransfer:
-		r := request{tid: m.tid, id: m.id, mode: m.mode, threshold: m.threshold}
-		select {
-		case h.reqs <- r:
-			return true, nil
-		default:
-		}
 		h.hmu.Lock()
-		h.parked = append(h.parked, parkedReq{slot, r})
-		h.hmu.Unlock()
-		return false, nil
+		defer h.hmu.Unlock()
+		if h.count == len(h.queue) {
+			return false, protoErr("more than %d transfers in flight", len(h.queue))
+		}
+		h.queue[(h.head+h.count)%len(h.queue)] = request{tid: m.tid, id: m.id, mode: m.mode, threshold: m.threshold}
+		h.count++
+		h.ready.Signal()
+		return true, nil
 	case msgFin:
 		h.hmu.Lock()
 		ch := h.fins[m.tid]
@@ -87,35 +94,19 @@ func (h *hpair) work() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
-		select {
-		case r := <-h.reqs:
-			h.serve(r, timer)
-			h.unpark()
-		case <-h.done:
+		h.hmu.Lock()
+		for h.count == 0 && h.failure() == nil {
+			h.ready.Wait()
+		}
+		if h.failure() != nil {
+			h.hmu.Unlock()
 			return
 		}
-	}
-}
-
-// unpark moves the oldest parked request into the queue and re-posts its
-// slot.
-func (h *hpair) unpark() {
-	h.hmu.Lock()
-	if len(h.parked) == 0 {
+		r := h.queue[h.head]
+		h.head = (h.head + 1) % len(h.queue)
+		h.count--
 		h.hmu.Unlock()
-		return
-	}
-	p := h.parked[0]
-	select {
-	case h.reqs <- p.r:
-		h.parked = h.parked[:copy(h.parked, h.parked[1:])]
-	default:
-		h.hmu.Unlock()
-		return
-	}
-	h.hmu.Unlock()
-	if err := h.repost(p.slot); err != nil {
-		h.fail(err)
+		h.serve(r, timer)
 	}
 }
 

@@ -213,10 +213,12 @@ func (p *pair) failure() error {
 }
 
 // acquire waits for a credit and a free send buffer and returns the
-// buffer. expire, when not nil, bounds the wait like ctx.
+// buffer. It never takes the last credit: that one is kept for an ACK
+// (doc.go, "Flow control"). expire, when not nil, bounds the wait like
+// ctx.
 func (p *pair) acquire(ctx context.Context, expire <-chan time.Time) (int, error) {
 	p.mu.Lock()
-	for p.err == nil && (p.credits == 0 || len(p.free) == 0) {
+	for p.err == nil && (p.credits < 2 || len(p.free) == 0) {
 		w := p.wake
 		p.waiters++
 		p.mu.Unlock()
@@ -295,7 +297,7 @@ func (p *pair) sendCtlLocked(c ctlMsg) error {
 // flushLocked sends what the poller queued and, when the peer is owed
 // ackAt credits or more, an ACK returning them.
 func (p *pair) flushLocked() error {
-	for len(p.outbox) > 0 && p.credits > 0 {
+	for len(p.outbox) > 0 && p.credits > 1 {
 		c := p.outbox[0]
 		p.outbox = p.outbox[:copy(p.outbox, p.outbox[1:])]
 		if err := p.sendCtlLocked(c); err != nil {
