@@ -249,9 +249,8 @@ func fill(b []byte, id object.ID) {
 func (u *fetchRun) measureStore(ctx context.Context, holder, fetcher *store, c *objstore.Client, pool []object.ID,
 	sums map[object.ID]uint32, size int, lat *stats.Latencies) (fetchSample, error) {
 	rng := rand.New(rand.NewPCG(uint64(size), uint64(len(pool))))
-	pick := func(i int) object.ID { return pool[rng.IntN(len(pool))] }
-	for i := range u.plan.warmup {
-		id := pick(i)
+	for range u.plan.warmup {
+		id := pool[rng.IntN(len(pool))]
 		if _, err := fetchOne(ctx, c, id); err != nil {
 			return fetchSample{}, err
 		}
