@@ -50,7 +50,7 @@ func (rp *rawPeer) send(t *testing.T, b []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	i, err := rp.p.acquire(ctx, nil)
+	i, err := rp.p.acquire(ctx, nil, make(chan struct{}, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,14 +125,14 @@ func TestHostileHolder(t *testing.T) {
 		return b
 	}
 	cases := map[string]func(tid uint32) [][]byte{
-		"short":         func(uint32) [][]byte { return [][]byte{{msgData, wireVersion, 0, 0, 1}} },
-		"bad version":   func(tid uint32) [][]byte { b := data(tid, 10, SendRecv); b[1] = 7; return [][]byte{b} },
-		"unknown type":  func(tid uint32) [][]byte { return [][]byte{header(99, tid, 16)} },
-		"long DATA":     func(tid uint32) [][]byte { return [][]byte{append(data(tid, 10, SendRecv), 0)} },
-		"unknown DATA":  func(tid uint32) [][]byte { return [][]byte{data(tid+1000, 10, SendRecv)} },
-		"huge DATA":     func(tid uint32) [][]byte { return [][]byte{data(tid, 1<<62, SendRecv)} },
-		"bad protocol":  func(tid uint32) [][]byte { return [][]byte{data(tid, 10, TCP4K)} },
-		"second DATA":   func(tid uint32) [][]byte { return [][]byte{data(tid, 10, SendRecv), data(tid, 10, SendRecv)} },
+		"short":        func(uint32) [][]byte { return [][]byte{{msgData, wireVersion, 0, 0, 1}} },
+		"bad version":  func(tid uint32) [][]byte { b := data(tid, 10, SendRecv); b[1] = 7; return [][]byte{b} },
+		"unknown type": func(tid uint32) [][]byte { return [][]byte{header(99, tid, 16)} },
+		"long DATA":    func(tid uint32) [][]byte { return [][]byte{append(data(tid, 10, SendRecv), 0)} },
+		"unknown DATA": func(tid uint32) [][]byte { return [][]byte{data(tid+1000, 10, SendRecv)} },
+		"huge DATA":    func(tid uint32) [][]byte { return [][]byte{data(tid, 1<<62, SendRecv)} },
+		"bad protocol": func(tid uint32) [][]byte { return [][]byte{data(tid, 10, TCP4K)} },
+		"second DATA":  func(tid uint32) [][]byte { return [][]byte{data(tid, 10, SendRecv), data(tid, 10, SendRecv)} },
 		"CHUNK too far": func(tid uint32) [][]byte {
 			c := header(msgChunk, tid, chunkHdrLen+20)
 			return [][]byte{data(tid, 10, SendRecv), c}
@@ -256,7 +256,7 @@ func TestFetcherNeverReads(t *testing.T) {
 			break
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		i, err := rp.p.acquire(ctx, nil)
+		i, err := rp.p.acquire(ctx, nil, make(chan struct{}, 1))
 		cancel()
 		if err != nil {
 			break
