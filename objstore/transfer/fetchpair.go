@@ -25,8 +25,9 @@ type fpair struct {
 // what the holder sends (under mu) and signals sig; the fetching
 // goroutine waits on sig and does the rest.
 type fxfer struct {
-	sig chan struct{}
-	mu  sync.Mutex
+	sig  chan struct{}
+	wake chan struct{} // acquire's
+	mu   sync.Mutex
 	xstate
 }
 
@@ -55,7 +56,7 @@ type xstate struct {
 	cancelled bool
 }
 
-var xferPool = sync.Pool{New: func() any { return &fxfer{sig: make(chan struct{}, 1)} }}
+var xferPool = sync.Pool{New: func() any { return &fxfer{sig: make(chan struct{}, 1), wake: make(chan struct{}, 1)} }}
 
 func (x *fxfer) signal() {
 	select {
@@ -249,7 +250,7 @@ func (f *fpair) fetch(ctx context.Context, id object.ID, sink object.Sink, mode 
 	f.xmu.Lock()
 	f.xfers[tid] = x
 	f.xmu.Unlock()
-	i, err := f.acquire(ctx, nil)
+	i, err := f.acquire(ctx, nil, x.wake)
 	if err != nil {
 		f.remove(tid)
 		return 0, 0, err
@@ -342,7 +343,7 @@ func (f *fpair) finishRead(x *fxfer, mr verbs.MR) (Protocol, int, error) {
 	if st != verbs.StatusSuccess {
 		return 0, 0, f.abandon(x, nil, fmt.Errorf("%w: READ: %v", object.ErrUnavailable, st))
 	}
-	if err := f.sendFin(x.tid, finDone); err != nil {
+	if err := f.sendFin(x, finDone); err != nil {
 		return 0, 0, f.abandon(x, nil, err)
 	}
 	f.remove(x.tid)
@@ -361,12 +362,12 @@ func (f *fpair) commit(x *fxfer, p Protocol) (Protocol, int, error) {
 }
 
 // sendFin tells the holder a READ is over (status finDone or finAborted).
-func (f *fpair) sendFin(tid uint32, status uint8) error {
-	i, err := f.acquire(f.ctx, nil)
+func (f *fpair) sendFin(x *fxfer, status uint8) error {
+	i, err := f.acquire(f.ctx, nil, x.wake)
 	if err != nil {
 		return err
 	}
-	return f.post(i, encodeFin(f.sendBuf(i), tid, status))
+	return f.post(i, encodeFin(f.sendBuf(i), x.tid, status))
 }
 
 func (f *fpair) deregister(mr verbs.MR) {
@@ -406,7 +407,7 @@ func (f *fpair) abandon(x *fxfer, mr verbs.MR, cause error) error {
 	if waiting {
 		f.remove(x.tid)
 		if f.failure() == nil {
-			if err := f.sendFin(x.tid, finAborted); err != nil {
+			if err := f.sendFin(x, finAborted); err != nil {
 				cause = errors.Join(cause, err)
 			}
 		}

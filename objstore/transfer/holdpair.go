@@ -93,6 +93,7 @@ func (h *hpair) work() {
 	defer h.loops.Done()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	wake := make(chan struct{}, 1)
 	for {
 		h.hmu.Lock()
 		for h.count == 0 && h.failure() == nil {
@@ -106,13 +107,13 @@ func (h *hpair) work() {
 		h.head = (h.head + 1) % len(h.queue)
 		h.count--
 		h.hmu.Unlock()
-		h.serve(r, timer)
+		h.serve(r, timer, wake)
 	}
 }
 
 // serve answers one TRANSFER: NOT_FOUND, or DATA and the object by the
 // protocol choose picks.
-func (h *hpair) serve(r request, timer *time.Timer) {
+func (h *hpair) serve(r request, timer *time.Timer, wake chan struct{}) {
 	h.busy.Add(1)
 	defer h.busy.Add(-1)
 	timer.Reset(h.cfg.FinTimeout)
@@ -123,7 +124,7 @@ func (h *hpair) serve(r request, timer *time.Timer) {
 			h.log.Warn("transfer: pin for a transfer", "id", r.id, "err", err)
 		}
 		h.stats.notFound.Add(1)
-		h.send(timer.C, func(b []byte) int { return encodeNotFound(b, r.tid) })
+		h.send(timer.C, wake, func(b []byte) int { return encodeNotFound(b, r.tid) })
 		return
 	}
 	h.stats.pins.Add(1)
@@ -148,16 +149,16 @@ func (h *hpair) serve(r request, timer *time.Timer) {
 		}
 	}
 	dSize, mSize := uint64(dataSize), total-uint64(dataSize)
-	if !h.send(timer.C, func(b []byte) int { return encodeData(b, r.tid, dSize, mSize, proto) }) {
+	if !h.send(timer.C, wake, func(b []byte) int { return encodeData(b, r.tid, dSize, mSize, proto) }) {
 		h.deregister(mr)
 		h.stats.failed.Add(1)
 		return
 	}
 	var ok bool
 	if proto == Read {
-		ok = h.serveRead(r.tid, mr, total, timer)
+		ok = h.serveRead(r.tid, mr, total, timer, wake)
 	} else {
-		ok = h.serveChunks(r.tid, obj, timer, &release)
+		ok = h.serveChunks(r.tid, obj, timer, wake, &release)
 	}
 	if !ok {
 		h.stats.failed.Add(1)
@@ -168,10 +169,10 @@ func (h *hpair) serve(r request, timer *time.Timer) {
 
 // serveChunks sends the object as CHUNKs and lets go of the pin as soon
 // as the last byte is copied out.
-func (h *hpair) serveChunks(tid uint32, obj []byte, timer *time.Timer, release *func()) bool {
+func (h *hpair) serveChunks(tid uint32, obj []byte, timer *time.Timer, wake chan struct{}, release *func()) bool {
 	room := h.cfg.SlotSize - chunkHdrLen
 	for off := 0; off < len(obj); {
-		i, err := h.acquire(h.ctx, timer.C)
+		i, err := h.acquire(h.ctx, timer.C, wake)
 		if err != nil {
 			h.stalled(err)
 			return false
@@ -195,7 +196,7 @@ func (h *hpair) serveChunks(tid uint32, obj []byte, timer *time.Timer, release *
 
 // serveRead hands the fetcher the object's registration and waits for
 // its FIN.
-func (h *hpair) serveRead(tid uint32, mr verbs.MR, total uint64, timer *time.Timer) bool {
+func (h *hpair) serveRead(tid uint32, mr verbs.MR, total uint64, timer *time.Timer, wake chan struct{}) bool {
 	defer h.deregister(mr)
 	ch := make(chan uint8, 1)
 	h.hmu.Lock()
@@ -206,7 +207,7 @@ func (h *hpair) serveRead(tid uint32, mr verbs.MR, total uint64, timer *time.Tim
 	}
 	h.fins[tid] = ch
 	h.hmu.Unlock()
-	if !h.send(timer.C, func(b []byte) int { return encodeReadInfo(b, tid, mr.Addr(), mr.RKey(), total) }) {
+	if !h.send(timer.C, wake, func(b []byte) int { return encodeReadInfo(b, tid, mr.Addr(), mr.RKey(), total) }) {
 		return false
 	}
 	select {
@@ -221,8 +222,8 @@ func (h *hpair) serveRead(tid uint32, mr verbs.MR, total uint64, timer *time.Tim
 }
 
 // send sends one control message built by enc.
-func (h *hpair) send(expire <-chan time.Time, enc func(b []byte) int) bool {
-	i, err := h.acquire(h.ctx, expire)
+func (h *hpair) send(expire <-chan time.Time, wake chan struct{}, enc func(b []byte) int) bool {
+	i, err := h.acquire(h.ctx, expire, wake)
 	if err != nil {
 		h.stalled(err)
 		return false

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,18 +61,18 @@ type pair struct {
 	freed  chan struct{} // closed once the resources are released
 
 	mu      sync.Mutex
-	err     error // why the pair failed; set before done closes
-	credits int   // SENDs the peer has slots for
-	owed    int   // slots re-posted that the peer has not been told of
-	free    []int // free send buffers
-	waiters int
-	wake    chan struct{} // closed (and replaced) when credits or buffers free up
-	outbox  []ctlMsg      // control messages the poller sends when it has credit
+	err     error           // why the pair failed; set before done closes
+	credits int             // SENDs the peer has slots for
+	owed    int             // slots re-posted that the peer has not been told of
+	free    []int           // free send buffers
+	waitq   []chan struct{} // goroutines waiting in acquire, each on its own channel
+	outbox  []ctlMsg        // control messages the poller sends when it has credit
 
 	busy     atomic.Int32 // transfers in progress: probe the peer meanwhile
 	lastRecv atomic.Int64 // unix nanoseconds of the last message received
 	probing  atomic.Bool
 
+	rx     msg // the message being handled, the poller's (so none escapes per message)
 	onMsg  func(m *msg, slot int) (repost bool, err error)
 	onRead func(tid uint32, st verbs.Status)
 	onFail func()
@@ -95,7 +96,6 @@ func newPair(dev verbs.Device, cfg *Config, stats *counters, peer string) (*pair
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.done = make(chan struct{})
 	p.freed = make(chan struct{})
-	p.wake = make(chan struct{})
 	if p.maxMsg == 0 {
 		p.maxMsg = 1 << 31
 	}
@@ -214,25 +214,28 @@ func (p *pair) failure() error {
 
 // acquire waits for a credit and a free send buffer and returns the
 // buffer. It never takes the last credit: that one is kept for an ACK
-// (doc.go, "Flow control"). expire, when not nil, bounds the wait like
-// ctx.
-func (p *pair) acquire(ctx context.Context, expire <-chan time.Time) (int, error) {
+// (doc.go, "Flow control"). While it waits, wake (the caller's own
+// channel, of capacity 1) is how the poller tells it to look again;
+// expire, when not nil, bounds the wait like ctx.
+func (p *pair) acquire(ctx context.Context, expire <-chan time.Time, wake chan struct{}) (int, error) {
 	p.mu.Lock()
 	for p.err == nil && (p.credits < 2 || len(p.free) == 0) {
-		w := p.wake
-		p.waiters++
+		p.waitq = append(p.waitq, wake)
 		p.mu.Unlock()
 		var err error
 		select {
-		case <-w:
+		case <-wake:
+		case <-p.done:
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-expire:
 			err = errStalled
 		}
 		p.mu.Lock()
-		p.waiters--
 		if err != nil {
+			if i := slices.Index(p.waitq, wake); i >= 0 {
+				p.waitq = slices.Delete(p.waitq, i, i+1)
+			}
 			p.mu.Unlock()
 			return -1, err
 		}
@@ -312,10 +315,14 @@ func (p *pair) flushLocked() error {
 
 // broadcastLocked wakes the goroutines waiting in acquire.
 func (p *pair) broadcastLocked() {
-	if p.waiters > 0 && p.err == nil {
-		close(p.wake)
-		p.wake = make(chan struct{})
+	for _, w := range p.waitq {
+		select {
+		case w <- struct{}{}:
+		default:
+		}
 	}
+	clear(p.waitq)
+	p.waitq = p.waitq[:0]
 }
 
 // poll is the pair's poller: it completes work requests and dispatches
@@ -357,7 +364,9 @@ func (p *pair) complete(wc *verbs.WC) error {
 		if slot >= p.cfg.Slots || int(wc.ByteLen) > p.cfg.SlotSize {
 			return fmt.Errorf("%w: receive of %d bytes in slot %d", object.ErrProtocol, wc.ByteLen, slot)
 		}
-		m, err := decode(p.recvBuf(slot)[:wc.ByteLen])
+		var err error
+		p.rx, err = decode(p.recvBuf(slot)[:wc.ByteLen])
+		m := &p.rx
 		if err != nil {
 			return fmt.Errorf("from %s: %w", p.peer, err)
 		}
@@ -374,7 +383,7 @@ func (p *pair) complete(wc *verbs.WC) error {
 		}
 		repost := true
 		if m.typ != msgAck {
-			if repost, err = p.onMsg(&m, slot); err != nil {
+			if repost, err = p.onMsg(m, slot); err != nil {
 				return err
 			}
 		}
@@ -453,7 +462,6 @@ func (p *pair) fail(err error) {
 		return
 	}
 	p.err = err
-	close(p.wake)
 	p.mu.Unlock()
 	close(p.done)
 	p.cancel()
