@@ -22,7 +22,7 @@ type oneSink struct {
 	dst           []byte
 	commit        func() error
 	abort         func()
-	commits, ends int
+	commits int
 }
 
 func (s *oneSink) Create(object.ID, int, int) ([]byte, func() error, func(), error) {
