@@ -19,9 +19,9 @@ func (s *oneSource) Pin(object.ID) ([]byte, int, func(), error) {
 }
 
 type oneSink struct {
-	dst           []byte
-	commit        func() error
-	abort         func()
+	dst     []byte
+	commit  func() error
+	abort   func()
 	commits int
 }
 
