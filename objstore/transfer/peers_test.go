@@ -1,6 +1,7 @@
 package transfer
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/rdmakit/rdmakit/objstore/object"
@@ -70,5 +71,23 @@ func TestReadInPieces(t *testing.T) {
 	}
 	if got, _ := sink.sum(id); got != r.src.sum(id) {
 		t.Fatal("object READ in pieces differs")
+	}
+}
+
+// TestWindowMismatch: a fetcher whose window differs from the holder's
+// cannot connect a pair (ErrProtocol), and nothing is left behind.
+func TestWindowMismatch(t *testing.T) {
+	r := newRig(t, "loop", Config{Slots: 4, SlotSize: 4096})
+	f, err := NewFetcher(Config{Slots: 8, SlotSize: 4096, Device: r.fdev, Peers: []string{r.srv.VerbsAddr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	err = f.Fetch(testCtx(t), []object.ID{r.src.add(10, 0)}, newMemSink())[0]
+	if !errors.Is(err, object.ErrProtocol) || !errors.Is(err, object.ErrUnavailable) {
+		t.Fatalf("fetch with a mismatched window: %v, want ErrProtocol", err)
+	}
+	if st := f.Stats(); st.Pairs != 0 {
+		t.Fatalf("%d pairs made", st.Pairs)
 	}
 }
