@@ -19,10 +19,10 @@ func (s *oneSource) Pin(object.ID) ([]byte, int, func(), error) {
 }
 
 type oneSink struct {
-	dst           []byte
-	commit        func() error
-	abort         func()
-	commits, ends int
+	dst     []byte
+	commit  func() error
+	abort   func()
+	commits int
 }
 
 func (s *oneSink) Create(object.ID, int, int) ([]byte, func() error, func(), error) {

@@ -36,8 +36,9 @@ type Config struct {
 	Threshold int
 	// Slots and SlotSize are each side's pre-posted receive slots (and as
 	// many send buffers) per pair: the credit window. A CHUNK carries
-	// SlotSize-16 bytes of payload. Both sides of a pair must agree on
-	// SlotSize (a larger SEND than the peer's slot fails the pair).
+	// SlotSize-16 bytes of payload. Both sides of a pair must have the
+	// same Slots and SlotSize: they tell each other when the pair
+	// connects, and a mismatch fails the connection with ErrProtocol.
 	Slots, SlotSize int
 	// Peers are the holders' addresses, asked in order (the store where
 	// an ID was last found first): Server.VerbsAddr for the verbs

@@ -12,8 +12,9 @@ import (
 // faultCfg detects dead peers quickly.
 var faultCfg = Config{Slots: 4, SlotSize: 4096, ProbeInterval: 10 * time.Millisecond, FinTimeout: 2 * time.Second}
 
-// TestHolderKilled kills the holder's node while objects are on their way
-// (right after the fetcher created them): Fetch fails with
+// TestHolderKilled kills the holder's node (SEND/RECV) or closes its
+// device (READ) while objects are on their way (right after the fetcher
+// created them): Fetch fails with
 // ErrUnavailable, the created objects are aborted, the holder's pins go.
 func TestHolderKilled(t *testing.T) {
 	for _, p := range []Protocol{SendRecv, Read} {
@@ -22,6 +23,10 @@ func TestHolderKilled(t *testing.T) {
 			f := r.fetcher(t, p)
 			sink := newMemSink()
 			sink.onCreate = func(object.ID) { _ = r.fabric.Kill("holder") }
+			if p == Read {
+				// The other way to lose a holder: its device closes.
+				sink.onCreate = func(object.ID) { _ = r.hdev.Close() }
+			}
 			id := r.src.add(2<<20, 3)
 			err := f.Fetch(testCtx(t), []object.ID{id}, sink)[0]
 			if !errors.Is(err, object.ErrUnavailable) {

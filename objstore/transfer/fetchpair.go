@@ -19,6 +19,8 @@ type fpair struct {
 	xfers    map[uint32]*fxfer
 	nextTID  atomic.Uint32
 	inflight chan struct{} // a token per transfer the holder may still be serving
+
+	readsPosted atomic.Int64 // READ work requests, pieces counted apart
 }
 
 // fxfer is one transfer in progress at the fetcher. The poller fills in
@@ -323,6 +325,7 @@ func (f *fpair) startRead(x *fxfer) (verbs.MR, error) {
 	x.mu.Lock()
 	x.readsLeft = len(wrs)
 	x.mu.Unlock()
+	f.readsPosted.Add(int64(len(wrs)))
 	if err := f.qp.PostSend(wrs); err != nil {
 		// Part of the list may be posted: the pair cannot tell
 		// which READs will complete, so it goes.

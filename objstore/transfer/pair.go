@@ -152,17 +152,29 @@ func (p *pair) options() cm.Options {
 		},
 		SignalAll:   true,
 		Access:      verbs.AccessRemoteRead,
-		PrivateData: cm.EncodeDescs([]cm.MRDesc{cm.DescOf(p.probeMR)}),
+		PrivateData: cm.EncodeDescs([]cm.MRDesc{cm.DescOf(p.probeMR), p.window()}),
 		Prepare:     func(qp verbs.QP) error { return qp.PostRecv(p.recvWRs) },
 	}
+}
+
+// window describes the pair's receive window (and the wire version) to
+// the peer, as a second descriptor in the private data: both sides must
+// have the same Slots and SlotSize.
+func (p *pair) window() cm.MRDesc {
+	return cm.MRDesc{Addr: uint64(p.cfg.Slots), Len: uint64(p.cfg.SlotSize), RKey: wireVersion}
 }
 
 // start adopts the connection and starts the poller and the prober.
 func (p *pair) start(c *cm.Conn) error {
 	descs, err := cm.DecodeDescs(c.PeerPrivateData())
-	if err != nil || len(descs) != 1 || descs[0].Len < 8 {
+	if err != nil || len(descs) != 2 || descs[0].Len < 8 {
 		_ = c.Close()
-		return fmt.Errorf("%w: peer's probe region: %v %v", object.ErrProtocol, descs, err)
+		return fmt.Errorf("%w: peer's probe region and window: %v %v", object.ErrProtocol, descs, err)
+	}
+	if w := descs[1]; w != p.window() {
+		_ = c.Close()
+		return fmt.Errorf("%w: peer's window is %d slots of %d bytes (version %d), ours %d of %d (version %d)",
+			object.ErrProtocol, w.Addr, w.Len, w.RKey, p.cfg.Slots, p.cfg.SlotSize, wireVersion)
 	}
 	p.conn, p.qp, p.peerProbe = c, c.QP(), descs[0]
 	p.probeWR = []verbs.SendWR{{

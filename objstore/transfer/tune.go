@@ -69,9 +69,11 @@ func Tune(ctx context.Context, f *Fetcher, peer string, sink object.Sink, objs [
 		for _, proto := range []Protocol{SendRecv, Read} {
 			for i := -1; i < runs; i++ {
 				start := time.Now()
-				if _, _, err := f.fetchFrom(ctx, peer, o.ID, scratch, proto); err != nil {
+				got, n, err := f.fetchFrom(ctx, peer, o.ID, scratch, proto)
+				if err != nil {
 					return res, fmt.Errorf("transfer: tune: %v of %d bytes by %v: %w", o.ID, o.Size, proto, err)
 				}
+				f.stats.done(got, n)
 				if i >= 0 {
 					times[i] = time.Since(start)
 				}
