@@ -25,6 +25,9 @@ type Config struct {
 	Socket string
 	// MaxObjectSize bounds one object; 0 means Mem.
 	MaxObjectSize int64
+	// KeepResident is how much freed memory the store keeps resident
+	// (objstore.Config.KeepResident); 0 takes the store's default.
+	KeepResident int64
 	// Transfer configures serving objects to peers and fetching from
 	// them.
 	Transfer Transfer
@@ -95,20 +98,23 @@ func Serve(ctx context.Context, out io.Writer, cfg Config) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	tr, err := newTransfer(cfg.Transfer, log)
+	tr, err := newTransfer(cfg.Transfer, cfg.Mem, log)
 	if err != nil {
 		return err
 	}
 	st, err := objstore.NewStore(objstore.Config{
-		Mem: cfg.Mem, Socket: cfg.Socket, MaxObjectSize: cfg.MaxObjectSize,
-		Fetcher: tr.objectFetcher(), Logger: log,
+		Mem: cfg.Mem, Socket: cfg.Socket, MaxObjectSize: cfg.MaxObjectSize, KeepResident: cfg.KeepResident,
+		Memory: tr.memory(), Fetcher: tr.objectFetcher(), Logger: log,
 	})
 	if err != nil {
 		tr.close()
 		return fmt.Errorf("node: %w", err)
 	}
+	// In this order: the server and fetcher (the server holds pins),
+	// the store, then the arena it runs in and the device.
+	defer tr.close()
 	defer st.Close()
-	defer tr.close() // before the store closes: the server holds pins
+	defer tr.stop()
 	if err := tr.serve(ctx, st); err != nil {
 		return err
 	}

@@ -4,13 +4,18 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/rdmakit/rdmakit/objstore"
 	"github.com/rdmakit/rdmakit/objstore/object"
+	"github.com/rdmakit/rdmakit/objstore/transfer"
+
+	_ "github.com/rdmakit/rdmakit/transport/shm"
 )
 
 func TestAnnouncementRoundTrip(t *testing.T) {
@@ -69,14 +74,33 @@ func serveNode(t *testing.T, cfg Config) *running {
 }
 
 // TestFetchBetweenNodes: a fetcher node pulls a small object (SEND/RECV)
-// and a large one (READ) from a holder node by the hybrid; the copies are
-// byte for byte the originals, and /stats counts the copies SEND/RECV
-// made in user space (both sides) and none for READ.
+// and a large one (READ) from a holder node by the hybrid, over the tcp
+// transport (objects registered per transfer), over shm (whose devices
+// cannot do that: the arenas are regions) and over tcp with the arenas
+// as regions; the copies are byte for byte the originals, and /stats
+// counts the copies SEND/RECV made in user space (both sides), none for
+// READ, and no registration left.
 func TestFetchBetweenNodes(t *testing.T) {
+	shm := func(role string) string { return fmt.Sprintf("shm://objstore-node-%d-%s", os.Getpid(), role) }
+	for _, c := range []struct{ name, hdev, fdev, register string }{
+		{"tcp", "", "", ""},
+		{"shm", shm("h"), shm("f"), ""},
+		{"tcp-arena", "tcp://127.0.0.1:0?memfd=1", "tcp://127.0.0.1:0?memfd=1", RegisterArena},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fetchBetweenNodes(t,
+				Transfer{Listen: "127.0.0.1:0", Device: c.hdev, Register: c.register},
+				Transfer{Device: c.fdev, Protocol: "hybrid", Threshold: 8 << 10, Register: c.register})
+		})
+	}
+}
+
+func fetchBetweenNodes(t *testing.T, htr, ftr Transfer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h := serveNode(t, Config{Mem: 16 << 20, Stats: "127.0.0.1:0", Transfer: Transfer{Listen: "127.0.0.1:0"}})
-	f := serveNode(t, Config{Mem: 16 << 20, Stats: "127.0.0.1:0", Transfer: Transfer{Peers: []string{h.Verbs}, Protocol: "hybrid", Threshold: 8 << 10}})
+	h := serveNode(t, Config{Mem: 16 << 20, Stats: "127.0.0.1:0", Transfer: htr})
+	ftr.Peers = []string{h.Verbs}
+	f := serveNode(t, Config{Mem: 16 << 20, Stats: "127.0.0.1:0", Transfer: ftr})
 	if h.Verbs == "" || h.TCP != "" || f.Verbs != "" {
 		t.Fatalf("announcements %+v, %+v", h.Announcement, f.Announcement)
 	}
@@ -124,9 +148,16 @@ func TestFetchBetweenNodes(t *testing.T) {
 		}
 		fc.Release(ctx, ids[i])
 	}
-	hs, err := ReadStats(ctx, h.Stats)
-	if err != nil {
-		t.Fatal(err)
+	// The holder lets go of the READ's pin when the FIN arrives, which
+	// may be after the fetcher sealed its copy.
+	var hs StatsReport
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if hs, err = ReadStats(ctx, h.Stats); err != nil {
+			t.Fatal(err)
+		}
+		if hs.Store.Pins == 0 || time.Now().After(deadline) {
+			break
+		}
 	}
 	fs, err := ReadStats(ctx, f.Stats)
 	if err != nil {
@@ -139,15 +170,31 @@ func TestFetchBetweenNodes(t *testing.T) {
 	if fs.Store.Sealed != 2 || hs.Store.Pins != 0 {
 		t.Fatalf("fetcher holds %d sealed objects (want 2), holder %d pins (want 0)", fs.Store.Sealed, hs.Store.Pins)
 	}
+	if n := fs.Transfer.Fetcher.Transfers[transfer.Read]; n != 1 {
+		t.Fatalf("%d objects fetched by READ, want 1 (transfers %v)", n, fs.Transfer.Fetcher.Transfers)
+	}
+	if hs.Transfer.Server.Registrations != 0 || fs.Transfer.Fetcher.Registrations != 0 {
+		t.Fatalf("registrations left: holder %d, fetcher %d", hs.Transfer.Server.Registrations, fs.Transfer.Fetcher.Registrations)
+	}
 }
 
 func TestTuneLocalHolder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := Tune(ctx, TuneConfig{Sizes: []int{1 << 10, 128 << 10}, Runs: 2})
-	if err != nil {
-		t.Fatal(err)
+	for _, dev := range []string{"", fmt.Sprintf("shm://objstore-tune-%d", os.Getpid())} {
+		res, err := Tune(ctx, TuneConfig{Device: dev, Sizes: []int{1 << 10, 128 << 10}, Runs: 2})
+		if err != nil {
+			t.Fatalf("%q: %v", dev, err)
+		}
+		checkTune(t, res)
 	}
+	if _, err := Tune(ctx, TuneConfig{Peer: "127.0.0.1:1"}); err == nil {
+		t.Fatal("Tune of a given peer without its socket succeeded")
+	}
+}
+
+func checkTune(t *testing.T, res transfer.TuneResult) {
+	t.Helper()
 	if len(res.Points) != 2 || res.Points[0].Size != 1<<10 || res.Points[1].Size != 128<<10 {
 		t.Fatalf("points %+v", res.Points)
 	}
@@ -155,8 +202,5 @@ func TestTuneLocalHolder(t *testing.T) {
 		if p.SendRecv <= 0 || p.Read <= 0 {
 			t.Fatalf("point %+v has no latency", p)
 		}
-	}
-	if _, err := Tune(ctx, TuneConfig{Peer: "127.0.0.1:1"}); err == nil {
-		t.Fatal("Tune of a given peer without its socket succeeded")
 	}
 }

@@ -38,6 +38,13 @@ type Transfer struct {
 	// Threshold is the hybrid protocol's switch from SEND/RECV to READ,
 	// in bytes; 0 takes transfer.DefaultThreshold.
 	Threshold int
+	// Register is how READs reach objects: RegisterObject (each object
+	// registered in place per transfer) or RegisterArena (the store's
+	// arena allocated as one memory region of Device, no registration
+	// per transfer, every object of the arena READable by connected
+	// peers). Empty means object where Device can register memory in
+	// place (loop, tcp) and arena where it cannot (shm).
+	Register string
 }
 
 // TransferStats are the transfer layer's counters of a node: its holder
@@ -59,13 +66,15 @@ type transferPart struct {
 	log     *slog.Logger
 	proto   transfer.Protocol
 	dev     verbs.Device
+	arena   *arena // the store's memory as one region (RegisterArena), or nil
 	server  *transfer.Server
 	fetcher *transfer.Fetcher
 }
 
-// newTransfer opens the device (when a verbs part needs it) and makes the
+// newTransfer opens the device (when a verbs part needs it), allocates a
+// store of mem bytes its arena there (RegisterArena) and makes the
 // fetcher (when there are peers); serve starts the server.
-func newTransfer(cfg Transfer, log *slog.Logger) (_ *transferPart, err error) {
+func newTransfer(cfg Transfer, mem int64, log *slog.Logger) (_ *transferPart, err error) {
 	proto, err := transfer.ParseProtocol(cfg.Protocol)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -84,6 +93,16 @@ func newTransfer(cfg Transfer, log *slog.Logger) (_ *transferPart, err error) {
 		if t.dev, err = verbs.Open(uri); err != nil {
 			return nil, fmt.Errorf("node: open %s: %w", uri, err)
 		}
+		mode, err := registerMode(cfg.Register, t.dev)
+		if err != nil {
+			return nil, err
+		}
+		if mode == RegisterArena {
+			if t.arena, err = allocArena(t.dev, mem); err != nil {
+				return nil, err
+			}
+			log.Info("objstore: arena registered as one region", "device", t.dev.Address(), "bytes", mem)
+		}
 	}
 	if len(cfg.Peers) > 0 {
 		if t.fetcher, err = transfer.NewFetcher(t.config()); err != nil {
@@ -95,7 +114,20 @@ func newTransfer(cfg Transfer, log *slog.Logger) (_ *transferPart, err error) {
 
 // config is the transfer layer's configuration of the node.
 func (t *transferPart) config() transfer.Config {
-	return transfer.Config{Protocol: t.proto, Threshold: t.cfg.Threshold, Peers: t.cfg.Peers, Device: t.dev, Logger: t.log}
+	c := transfer.Config{Protocol: t.proto, Threshold: t.cfg.Threshold, Peers: t.cfg.Peers, Device: t.dev, Logger: t.log}
+	if t.arena != nil {
+		c.Region = t.arena.region()
+	}
+	return c
+}
+
+// memory is the store's arena when it is a region of the device, or nil
+// (the store makes its own).
+func (t *transferPart) memory() *objstore.Memory {
+	if t.arena == nil {
+		return nil
+	}
+	return t.arena.memory()
 }
 
 // serve starts the server over st's Source when there is an address to
@@ -145,13 +177,28 @@ func (t *transferPart) stats() TransferStats {
 	return s
 }
 
-// close stops the server and the fetcher, then closes the device.
-func (t *transferPart) close() {
+// stop closes the server and the fetcher (releasing their pins and
+// pairs): before the store closes.
+func (t *transferPart) stop() {
 	if t.server != nil {
 		_ = t.server.Close()
+		t.server = nil
 	}
 	if t.fetcher != nil {
 		_ = t.fetcher.Close()
+		t.fetcher = nil
+	}
+}
+
+// close stops the transfer parts, then releases the arena and closes the
+// device: after the store closed.
+func (t *transferPart) close() {
+	t.stop()
+	if t.arena != nil {
+		if err := t.arena.close(); err != nil {
+			t.log.Warn("node: release the arena", "err", err)
+		}
+		t.arena = nil
 	}
 	if t.dev != nil {
 		_ = t.dev.Close()

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/rdmakit/rdmakit/objstore"
 	"github.com/rdmakit/rdmakit/objstore/object"
 	"github.com/rdmakit/rdmakit/objstore/transfer"
-	"github.com/rdmakit/rdmakit/verbs"
 )
 
 // TuneConfig configures Tune.
@@ -20,9 +20,13 @@ type TuneConfig struct {
 	// PeerSocket is that holder's local socket, through which Tune
 	// creates the objects it fetches (required with Peer).
 	PeerSocket string
-	// Device is the verbs device URI of the fetching side (and of the
-	// holder Tune starts); empty means DefaultDevice.
+	// Device is the verbs device URI of the fetching side and, on the
+	// same transport, of the holder Tune starts (shm://NAME-holder for
+	// shm://NAME); empty means DefaultDevice.
 	Device string
+	// Register is the registration of both sides (Transfer.Register);
+	// empty picks by the device, as a node does.
+	Register string
 	// Sizes are the object sizes measured; empty means DefaultTuneSizes.
 	Sizes []int
 	// Runs is the number of timed fetches per size and protocol (their
@@ -82,22 +86,20 @@ func Tune(ctx context.Context, cfg TuneConfig) (transfer.TuneResult, error) {
 	}
 	defer cleanup()
 
-	sink, err := objstore.NewStore(objstore.Config{Mem: mem, Logger: cfg.Logger})
+	// The fetching side: a store of its own, in the device's memory when
+	// the registration is the arena's.
+	tr, err := newTransfer(Transfer{Device: cfg.Device, Peers: []string{peer}, Protocol: "sendrecv", Register: cfg.Register}, mem, cfg.Logger)
+	if err != nil {
+		return transfer.TuneResult{}, err
+	}
+	defer tr.close()
+	sink, err := objstore.NewStore(objstore.Config{Mem: mem, Memory: tr.memory(), Logger: cfg.Logger})
 	if err != nil {
 		return transfer.TuneResult{}, fmt.Errorf("node: tune: %w", err)
 	}
 	defer sink.Close()
-	dev, err := verbs.Open(cfg.Device)
-	if err != nil {
-		return transfer.TuneResult{}, fmt.Errorf("node: tune: open %s: %w", cfg.Device, err)
-	}
-	defer dev.Close()
-	f, err := transfer.NewFetcher(transfer.Config{Protocol: transfer.SendRecv, Peers: []string{peer}, Device: dev, Logger: cfg.Logger})
-	if err != nil {
-		return transfer.TuneResult{}, fmt.Errorf("node: tune: %w", err)
-	}
-	defer f.Close()
-	return transfer.Tune(ctx, f, peer, sink.Sink(), objs, cfg.Runs)
+	defer tr.stop()
+	return transfer.Tune(ctx, tr.fetcher, peer, sink.Sink(), objs, cfg.Runs)
 }
 
 // localHolder is a store serving its objects to peers, in this process.
@@ -108,19 +110,19 @@ type localHolder struct {
 }
 
 func startLocalHolder(ctx context.Context, cfg TuneConfig, mem int64) (*localHolder, error) {
-	tr, err := newTransfer(Transfer{Listen: "127.0.0.1:0", Device: cfg.Device}, cfg.Logger)
+	tr, err := newTransfer(Transfer{Listen: "127.0.0.1:0", Device: holderDevice(cfg.Device), Register: cfg.Register}, mem, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	st, err := objstore.NewStore(objstore.Config{Mem: mem, Logger: cfg.Logger})
+	st, err := objstore.NewStore(objstore.Config{Mem: mem, Memory: tr.memory(), Logger: cfg.Logger})
 	if err != nil {
 		tr.close()
 		return nil, fmt.Errorf("node: tune: %w", err)
 	}
 	h := &localHolder{st: st, tr: tr, done: make(chan error, 1)}
 	if err := tr.serve(ctx, st); err != nil {
-		tr.close()
 		st.Close()
+		tr.close()
 		return nil, err
 	}
 	go func() { h.done <- st.Serve(ctx) }()
@@ -128,9 +130,10 @@ func startLocalHolder(ctx context.Context, cfg TuneConfig, mem int64) (*localHol
 }
 
 func (h *localHolder) close() {
-	h.tr.close()
+	h.tr.stop()
 	h.st.Close()
 	<-h.done
+	h.tr.close()
 }
 
 // tuneObjects creates one object of each size at the store on socket and
@@ -168,4 +171,15 @@ func tuneObjects(ctx context.Context, socket string, sizes []int) ([]transfer.Tu
 		objs = append(objs, transfer.TuneObject{ID: id, Size: size})
 	}
 	return objs, cleanup, nil
+}
+
+// holderDevice is the device URI of the holder Tune starts, on the same
+// transport as the fetching side's uri: a device of its own, so an shm
+// name gets a suffix (two shm devices cannot share a name); other URIs
+// stay (tcp's port 0 is a port of its own).
+func holderDevice(uri string) string {
+	if name, ok := strings.CutPrefix(uri, "shm://"); ok {
+		return "shm://" + name + "-holder"
+	}
+	return uri
 }
