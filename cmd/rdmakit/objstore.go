@@ -33,7 +33,7 @@ See docs/objstore.md.`,
 }
 
 func newObjstoreServeCmd() *cobra.Command {
-	var mem, maxObj, threshold, socket, listen, device, tcpListen, peers, protocol, stats string
+	var mem, maxObj, threshold, socket, listen, device, tcpListen, peers, protocol, stats, register, keep string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a store: local clients on --socket, peers on --listen / --tcp-listen",
@@ -46,13 +46,22 @@ Local clients connect to --socket (a path, or @NAME in Linux's abstract namespac
 Other stores fetch this store's objects from --listen (the connection manager of
 the verbs device --device: SEND/RECV and READ) or --tcp-listen (the TCP baselines). This store's own fetches ask the
 stores at --peers, in order, with --protocol. /stats on --stats serves the store's
-and the transfer layer's counters as JSON.`,
+and the transfer layer's counters as JSON.
+
+--register says how READs reach objects: "object" registers each object in place
+for its transfer (an rkey reaches that one object); "arena" allocates the store's
+memory as one region of --device and READs through it with no registration per
+transfer, at the price that every connected peer store can READ any object of
+this store. The default is object where the device can register memory in place
+(tcp://, loop://) and arena where it cannot (shm://: stores on one host, a READ
+done by the fetcher's CPU from the holder's memory).`,
 		Example: `  rdmakit objstore serve --mem 1GiB --socket @a --listen 127.0.0.1:7600
-  rdmakit objstore serve --mem 1GiB --socket @b --peers 127.0.0.1:7600 --protocol hybrid`,
+  rdmakit objstore serve --mem 1GiB --socket @b --peers 127.0.0.1:7600 --protocol hybrid
+  rdmakit objstore serve --mem 1GiB --socket @c --listen 127.0.0.1:7601 --device shm://c`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := node.Config{Socket: socket, Stats: stats,
-				Transfer: node.Transfer{Listen: listen, Device: device, TCPListen: tcpListen, Protocol: protocol}}
+				Transfer: node.Transfer{Listen: listen, Device: device, TCPListen: tcpListen, Protocol: protocol, Register: register}}
 			var err error
 			if cfg.Mem, err = parseBytes(mem); err != nil {
 				return fmt.Errorf("--mem: %w", err)
@@ -60,6 +69,11 @@ and the transfer layer's counters as JSON.`,
 			if maxObj != "" {
 				if cfg.MaxObjectSize, err = parseBytes(maxObj); err != nil {
 					return fmt.Errorf("--max-object: %w", err)
+				}
+			}
+			if keep != "" {
+				if cfg.KeepResident, err = parseBytes(keep); err != nil {
+					return fmt.Errorf("--keep-resident: %w", err)
 				}
 			}
 			if threshold != "" {
@@ -86,6 +100,8 @@ and the transfer layer's counters as JSON.`,
 	fl.StringVar(&protocol, "protocol", "hybrid", "how this store fetches: hybrid, sendrecv, read, tcp4k or tcpbulk")
 	fl.StringVar(&threshold, "threshold", "", "hybrid's switch from SEND/RECV to READ (default: the transfer layer's)")
 	fl.StringVar(&stats, "stats", "", "HOST:PORT serving /stats as JSON; empty: none")
+	fl.StringVar(&register, "register", "", "how READs reach objects: object (registered per transfer) or arena (the store's memory as one region); default: by --device")
+	fl.StringVar(&keep, "keep-resident", "", "freed memory the store keeps resident instead of giving it back (default: the store's)")
 	return cmd
 }
 

@@ -177,13 +177,20 @@ func TestObjstoreFetchAcrossStores(t *testing.T) {
 	}
 }
 
-// TestObjstoreTune measures two sizes against a holder tune starts and
-// prints a row for each and a threshold line.
+// TestObjstoreTune measures two sizes against a holder tune starts, over
+// the default tcp device and over shm, and prints a row for each and a
+// threshold line.
 func TestObjstoreTune(t *testing.T) {
-	out := string(objCLI(t, nil, "tune", "--sizes", "1KiB,256KiB", "--runs", "2"))
-	for _, want := range []string{"1 KiB", "256 KiB", "threshold: "} {
-		if !strings.Contains(out, want) {
-			t.Fatalf("tune printed no %q:\n%s", want, out)
+	for _, dev := range []string{"", fmt.Sprintf("shm://objstore-cli-tune-%d", os.Getpid())} {
+		args := []string{"tune", "--sizes", "1KiB,256KiB", "--runs", "2"}
+		if dev != "" {
+			args = append(args, "--device", dev)
+		}
+		out := string(objCLI(t, nil, args...))
+		for _, want := range []string{"1 KiB", "256 KiB", "threshold: "} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("tune %s printed no %q:\n%s", dev, want, out)
+			}
 		}
 	}
 }

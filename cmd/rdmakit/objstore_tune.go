@@ -12,7 +12,7 @@ import (
 )
 
 func newObjstoreTuneCmd() *cobra.Command {
-	var peer, peerSocket, device, sizes string
+	var peer, peerSocket, device, sizes, register string
 	var runs int
 	cmd := &cobra.Command{
 		Use:   "tune",
@@ -22,12 +22,15 @@ from a holder by SEND/RECV only and by READ only, --runs times each after a warm
 prints the median latencies and the smallest size from which READ stays faster: the
 --threshold to give objstore serve. The holder is a store tune starts in this process
 unless --peer names one (its --listen address) with --peer-socket (its --socket, where
-tune creates the objects and deletes them afterwards).`,
+tune creates the objects and deletes them afterwards). The threshold depends on the
+transport: measure with the --device the stores use (tcp://, or shm://NAME for stores
+on one host, where tune's own holder is shm://NAME-holder).`,
 		Example: `  rdmakit objstore tune
+  rdmakit objstore tune --device shm://tune
   rdmakit objstore tune --peer 10.0.0.2:7600 --peer-socket @a --device tcp://10.0.0.1:0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := node.TuneConfig{Peer: peer, PeerSocket: peerSocket, Device: device, Runs: runs}
+			cfg := node.TuneConfig{Peer: peer, PeerSocket: peerSocket, Device: device, Register: register, Runs: runs}
 			if sizes != "" {
 				for _, s := range strings.Split(sizes, ",") {
 					n, err := parseBytes(s)
@@ -68,5 +71,6 @@ tune creates the objects and deletes them afterwards).`,
 	fl.StringVar(&device, "device", node.DefaultDevice, "verbs device of the fetching side")
 	fl.StringVar(&sizes, "sizes", "", "comma-separated object sizes, e.g. 4KiB,16KiB,64KiB (default 1 KiB to 1 MiB, powers of 2)")
 	fl.IntVar(&runs, "runs", 20, "timed fetches per size and protocol")
+	fl.StringVar(&register, "register", "", "object or arena registration, as objstore serve's --register (default: by --device)")
 	return cmd
 }

@@ -93,7 +93,10 @@ func Tune(ctx context.Context, cfg TuneConfig) (transfer.TuneResult, error) {
 		return transfer.TuneResult{}, err
 	}
 	defer tr.close()
-	sink, err := objstore.NewStore(objstore.Config{Mem: mem, Memory: tr.memory(), Logger: cfg.Logger})
+	// Its memory stays resident between fetches (as a serving store's
+	// does up to KeepResident): page faults of a fresh destination would
+	// be measured as part of each fetch otherwise.
+	sink, err := objstore.NewStore(objstore.Config{Mem: mem, Memory: tr.memory(), KeepResident: mem, Logger: cfg.Logger})
 	if err != nil {
 		return transfer.TuneResult{}, fmt.Errorf("node: tune: %w", err)
 	}
