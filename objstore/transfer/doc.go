@@ -82,7 +82,8 @@
 // (default 32 KiB, the thesis' IB_READ_MIN_SIZE). Empty objects are a
 // DATA and nothing else. A holder whose device cannot register memory in
 // place (verbs.MemRegistrar missing or refusing, as memfd-shared devices
-// do) sends by SEND/RECV instead. Tune measures the crossover on this
+// do) sends by SEND/RECV instead, and a fetcher whose device cannot asks
+// for SEND/RECV only. Tune measures the crossover on this
 // machine; see its doc for how `rdmakit objstore tune` calls it.
 //
 // # Messages
@@ -162,6 +163,10 @@
 //   - A Sink error on Create: object.ErrExists counts as success (the
 //     object is there), others (object.ErrStoreFull) are returned; the
 //     transfer's remaining bytes are dropped.
+//
+// The fetcher calls Sink.Create on the pair's poller, as soon as DATA
+// arrives (so creating overlaps the network, as in the thesis): it must
+// not block for long.
 //
 // Concurrent fetches of one ID, in one Fetch call or several, create it
 // once: the first runs the transfer, the others wait for its result (and

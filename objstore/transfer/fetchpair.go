@@ -234,6 +234,9 @@ func (f *fpair) fetch(ctx context.Context, id object.ID, sink object.Sink, mode 
 		return 0, 0, f.failure()
 	}
 	defer f.exit()
+	if f.reg == nil {
+		mode = SendRecv // this device cannot READ into an object in place
+	}
 	select {
 	case f.inflight <- struct{}{}:
 	case <-ctx.Done():

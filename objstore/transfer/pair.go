@@ -103,7 +103,7 @@ func newPair(dev verbs.Device, cfg *Config, stats *counters, peer string) (*pair
 	if p.pd, err = dev.AllocPD(); err != nil {
 		return nil, fmt.Errorf("transfer: pair PD: %w", err)
 	}
-	p.reg, _ = p.pd.(verbs.MemRegistrar)
+	p.reg = registrar(p.pd)
 	n, s := cfg.Slots, cfg.SlotSize
 	if p.cq, err = dev.CreateCQ(2*(n+1) + sendQueueExtra + 8); err == nil {
 		if p.recvMR, err = p.pd.AllocMR(n*s, verbs.AccessLocalWrite); err == nil {
@@ -132,6 +132,21 @@ func newPair(dev verbs.Device, cfg *Config, stats *counters, peer string) (*pair
 	p.sendWRs[n].Flags = verbs.FlagInline
 	p.credits = n
 	return p, nil
+}
+
+// registrar returns pd as a MemRegistrar if it can register memory in
+// place (a memfd-backed device has the method and refuses), else nil.
+func registrar(pd verbs.PD) verbs.MemRegistrar {
+	r, ok := pd.(verbs.MemRegistrar)
+	if !ok {
+		return nil
+	}
+	mr, err := r.RegMR(make([]byte, 8), verbs.AccessLocalWrite)
+	if err != nil {
+		return nil
+	}
+	_ = mr.Deregister()
+	return r
 }
 
 // sendQueueExtra is the send-queue room beyond the data and control
