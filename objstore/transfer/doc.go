@@ -32,6 +32,12 @@
 // apart by a transfer id. The PD is the pair's alone, so an object's
 // rkey works through this QP and no other; it dies at FIN, or when the
 // pair closes (the QP is destroyed, then every region is deregistered).
+// With Config.Arena — the store's memory registered once, e.g. the MR
+// given to objstore as Config.Memory — objects inside it are READ by the
+// arena's keys with no registration per transfer, and pairs share the
+// arena's PD; the rkey is then per store, not per object and pair (see
+// Config.Arena for the trade-off).
+//
 // A poller goroutine per pair polls its CQ (Config.Poll: spin, yield,
 // park) and dispatches what arrives; a holder serves each pair's requests
 // with Config.Workers goroutines.
@@ -196,6 +202,7 @@
 //	fetcher.go    Fetcher: pairs by peer, singleflight, peers in order
 //	server.go     Server: cm listener, TCP listener
 //	tcp.go        the TCP baselines, both sides
+//	arena.go      objects inside a pre-registered arena (Config.Arena)
 //	stats.go      Stats
 //	tune.go       Tune: the crossover threshold, measured
 package transfer

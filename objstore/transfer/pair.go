@@ -38,6 +38,7 @@ type pair struct {
 	peer  string
 
 	pd        verbs.PD
+	sharedPD  bool               // pd is Config.ArenaPD, not the pair's own
 	reg       verbs.MemRegistrar // pd, when it can register objects in place
 	cq        verbs.CQ
 	conn      *cm.Conn
@@ -100,7 +101,9 @@ func newPair(dev verbs.Device, cfg *Config, stats *counters, peer string) (*pair
 		p.maxMsg = 1 << 31
 	}
 	var err error
-	if p.pd, err = dev.AllocPD(); err != nil {
+	if cfg.ArenaPD != nil {
+		p.pd, p.sharedPD = cfg.ArenaPD, true
+	} else if p.pd, err = dev.AllocPD(); err != nil {
 		return nil, fmt.Errorf("transfer: pair PD: %w", err)
 	}
 	p.reg = registrar(p.pd)
@@ -523,7 +526,7 @@ func (p *pair) releaseResources() {
 	if p.cq != nil {
 		errs = append(errs, p.cq.Destroy())
 	}
-	if p.pd != nil {
+	if p.pd != nil && !p.sharedPD {
 		errs = append(errs, p.pd.Dealloc())
 	}
 	if err := errors.Join(errs...); err != nil && !errors.Is(err, verbs.ErrClosed) {
