@@ -61,6 +61,20 @@ type Config struct {
 	// (with its object pinned and registered) and for credits; a fetcher
 	// that exceeds it loses the pair.
 	FinTimeout time.Duration
+	// Arena and ArenaPD, when set, are memory the store's objects live
+	// in that is registered already: an MR of ArenaPD on the side's
+	// device (the holder's with AccessRemoteRead, the fetcher's with
+	// AccessLocalWrite), e.g. the one the store was given as its arena
+	// (objstore.Config.Memory). An object inside it is READ — and READ
+	// into — by the arena's keys with no registration per transfer (the
+	// thesis' future work: pre-registering the store's memory), and the
+	// pairs' QPs are made in ArenaPD instead of a PD each. The price: the
+	// arena's rkey is the same for every object and every pair and lives
+	// as long as the arena, so any peer that connected a pair may READ
+	// all of it, not one object until its FIN. Objects outside the arena
+	// are registered per transfer as without it.
+	Arena   verbs.MR
+	ArenaPD verbs.PD
 	// Poll is the completion polling policy of the pairs' pollers.
 	// The zero value means verbs.PollAdaptive.
 	Poll verbs.PollPolicy
@@ -106,6 +120,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: %d slots (%d … %d)", verbs.ErrInvalidArg, c.Slots, MinSlots, MaxSlots)
 	case c.SlotSize < MinSlotSize || c.SlotSize > 1<<30:
 		return c, fmt.Errorf("%w: slot size %d (%d … 1 GiB)", verbs.ErrInvalidArg, c.SlotSize, MinSlotSize)
+	case (c.Arena == nil) != (c.ArenaPD == nil):
+		return c, fmt.Errorf("%w: Arena and ArenaPD go together", verbs.ErrInvalidArg)
 	case c.Concurrency < 0 || c.Workers < 0 || c.ProbeInterval < 0 || c.FinTimeout < 0:
 		return c, fmt.Errorf("%w: negative concurrency, workers, probe interval or FIN timeout", verbs.ErrInvalidArg)
 	}

@@ -32,6 +32,12 @@
 // apart by a transfer id. The PD is the pair's alone, so an object's
 // rkey works through this QP and no other; it dies at FIN, or when the
 // pair closes (the QP is destroyed, then every region is deregistered).
+// With Config.Arena — the store's memory registered once, e.g. the MR
+// given to objstore as Config.Memory — objects inside it are READ by the
+// arena's keys with no registration per transfer, and pairs share the
+// arena's PD; the rkey is then per store, not per object and pair (see
+// Config.Arena for the trade-off).
+//
 // A poller goroutine per pair polls its CQ (Config.Poll: spin, yield,
 // park) and dispatches what arrives; a holder serves each pair's requests
 // with Config.Workers goroutines.
@@ -82,7 +88,8 @@
 // (default 32 KiB, the thesis' IB_READ_MIN_SIZE). Empty objects are a
 // DATA and nothing else. A holder whose device cannot register memory in
 // place (verbs.MemRegistrar missing or refusing, as memfd-shared devices
-// do) sends by SEND/RECV instead. Tune measures the crossover on this
+// do) sends by SEND/RECV instead, and a fetcher whose device cannot asks
+// for SEND/RECV only. Tune measures the crossover on this
 // machine; see its doc for how `rdmakit objstore tune` calls it.
 //
 // # Messages
@@ -163,6 +170,10 @@
 //     object is there), others (object.ErrStoreFull) are returned; the
 //     transfer's remaining bytes are dropped.
 //
+// The fetcher calls Sink.Create on the pair's poller, as soon as DATA
+// arrives (so creating overlaps the network, as in the thesis): it must
+// not block for long.
+//
 // Concurrent fetches of one ID, in one Fetch call or several, create it
 // once: the first runs the transfer, the others wait for its result (and
 // run their own if it was only the first caller's context that ended).
@@ -191,6 +202,7 @@
 //	fetcher.go    Fetcher: pairs by peer, singleflight, peers in order
 //	server.go     Server: cm listener, TCP listener
 //	tcp.go        the TCP baselines, both sides
+//	arena.go      objects inside a pre-registered arena (Config.Arena)
 //	stats.go      Stats
 //	tune.go       Tune: the crossover threshold, measured
 package transfer

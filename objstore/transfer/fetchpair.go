@@ -234,6 +234,9 @@ func (f *fpair) fetch(ctx context.Context, id object.ID, sink object.Sink, mode 
 		return 0, 0, f.failure()
 	}
 	defer f.exit()
+	if f.reg == nil && f.cfg.Arena == nil {
+		mode = SendRecv // this device cannot READ into an object in place
+	}
 	select {
 	case f.inflight <- struct{}{}:
 	case <-ctx.Done():
@@ -301,23 +304,33 @@ func (f *fpair) fetch(ctx context.Context, id object.ID, sink object.Sink, mode 
 	}
 }
 
-// startRead registers the created object and READs it from the holder,
-// in pieces of at most the device's largest message.
+// startRead registers the created object (unless it lies in the arena)
+// and READs it from the holder, in pieces of at most the device's
+// largest message. The region it returns, if any, is the caller's to
+// deregister.
 func (f *fpair) startRead(x *fxfer) (verbs.MR, error) {
-	if f.reg == nil {
+	base, ok := inArena(f.cfg.Arena, x.dst)
+	var lkey uint32
+	var mr verbs.MR
+	switch {
+	case ok:
+		lkey = f.cfg.Arena.LKey()
+	case f.reg == nil:
 		return nil, fmt.Errorf("%w: the device cannot register objects in place", verbs.ErrNotSupported)
+	default:
+		var err error
+		if mr, err = f.reg.RegMR(x.dst, verbs.AccessLocalWrite); err != nil {
+			return nil, fmt.Errorf("transfer: register object for READ: %w", err)
+		}
+		f.stats.registered()
+		base, lkey = mr.Addr(), mr.LKey()
 	}
-	mr, err := f.reg.RegMR(x.dst, verbs.AccessLocalWrite)
-	if err != nil {
-		return nil, fmt.Errorf("transfer: register object for READ: %w", err)
-	}
-	f.stats.registrations.Add(1)
 	var wrs []verbs.SendWR
 	for off := uint64(0); off < x.total; {
 		n := min(x.total-off, f.maxMsg)
 		wrs = append(wrs, verbs.SendWR{
 			ID: kindRead | uint64(x.tid), Opcode: verbs.OpRead,
-			SGL:        []verbs.SGE{{Addr: mr.Addr() + off, Length: uint32(n), LKey: mr.LKey()}},
+			SGL:        []verbs.SGE{{Addr: base + off, Length: uint32(n), LKey: lkey}},
 			RemoteAddr: x.addr + off, RKey: x.rkey,
 		})
 		off += n

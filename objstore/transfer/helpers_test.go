@@ -145,7 +145,7 @@ type rig struct {
 
 // newRig starts a Server over a loop fabric ("loop") or tcp devices
 // ("tcp"); cfg is what both sides use.
-func newRig(t *testing.T, transport string, cfg Config) *rig {
+func newRig(t testing.TB, transport string, cfg Config) *rig {
 	t.Helper()
 	r := &rig{src: newMemSource(), cfg: cfg}
 	var err error
@@ -177,7 +177,7 @@ func newRig(t *testing.T, transport string, cfg Config) *rig {
 }
 
 // fetcher makes a fetcher of protocol p to the rig's server.
-func (r *rig) fetcher(t *testing.T, p Protocol) *Fetcher {
+func (r *rig) fetcher(t testing.TB, p Protocol) *Fetcher {
 	t.Helper()
 	cfg := r.cfg
 	cfg.Protocol = p
@@ -206,7 +206,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx

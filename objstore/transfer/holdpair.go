@@ -137,13 +137,17 @@ func (h *hpair) serve(r request, timer *time.Timer, wake chan struct{}) {
 	total := uint64(len(obj))
 	proto := choose(r.mode, r.threshold, total)
 	var mr verbs.MR
+	var where remoteRef
 	if proto == Read {
-		if h.reg != nil {
+		if addr, ok := inArena(h.cfg.Arena, obj); ok {
+			where = remoteRef{addr, h.cfg.Arena.RKey(), true}
+		} else if h.reg != nil {
 			if mr, err = h.reg.RegMR(obj, verbs.AccessRemoteRead); err == nil {
-				h.stats.registrations.Add(1)
+				h.stats.registered()
+				where = remoteRef{mr.Addr(), mr.RKey(), true}
 			}
 		}
-		if mr == nil {
+		if !where.ok {
 			h.log.Debug("transfer: cannot register the object in place; sending it", "err", err)
 			proto = SendRecv
 		}
@@ -156,7 +160,7 @@ func (h *hpair) serve(r request, timer *time.Timer, wake chan struct{}) {
 	}
 	var ok bool
 	if proto == Read {
-		ok = h.serveRead(r.tid, mr, total, timer, wake)
+		ok = h.serveRead(r.tid, mr, where, total, timer, wake)
 	} else {
 		ok = h.serveChunks(r.tid, obj, timer, wake, &release)
 	}
@@ -194,9 +198,16 @@ func (h *hpair) serveChunks(tid uint32, obj []byte, timer *time.Timer, wake chan
 	return true
 }
 
-// serveRead hands the fetcher the object's registration and waits for
-// its FIN.
-func (h *hpair) serveRead(tid uint32, mr verbs.MR, total uint64, timer *time.Timer, wake chan struct{}) bool {
+// remoteRef is where a fetcher READs an object: its address and rkey.
+type remoteRef struct {
+	addr uint64
+	rkey uint32
+	ok   bool
+}
+
+// serveRead hands the fetcher where to READ the object (its own
+// registration mr, or the arena's) and waits for its FIN.
+func (h *hpair) serveRead(tid uint32, mr verbs.MR, where remoteRef, total uint64, timer *time.Timer, wake chan struct{}) bool {
 	defer h.deregister(mr)
 	ch := make(chan uint8, 1)
 	h.hmu.Lock()
@@ -207,7 +218,7 @@ func (h *hpair) serveRead(tid uint32, mr verbs.MR, total uint64, timer *time.Tim
 	}
 	h.fins[tid] = ch
 	h.hmu.Unlock()
-	if !h.send(timer.C, wake, func(b []byte) int { return encodeReadInfo(b, tid, mr.Addr(), mr.RKey(), total) }) {
+	if !h.send(timer.C, wake, func(b []byte) int { return encodeReadInfo(b, tid, where.addr, where.rkey, total) }) {
 		return false
 	}
 	select {

@@ -38,6 +38,7 @@ type pair struct {
 	peer  string
 
 	pd        verbs.PD
+	sharedPD  bool               // pd is Config.ArenaPD, not the pair's own
 	reg       verbs.MemRegistrar // pd, when it can register objects in place
 	cq        verbs.CQ
 	conn      *cm.Conn
@@ -100,10 +101,12 @@ func newPair(dev verbs.Device, cfg *Config, stats *counters, peer string) (*pair
 		p.maxMsg = 1 << 31
 	}
 	var err error
-	if p.pd, err = dev.AllocPD(); err != nil {
+	if cfg.ArenaPD != nil {
+		p.pd, p.sharedPD = cfg.ArenaPD, true
+	} else if p.pd, err = dev.AllocPD(); err != nil {
 		return nil, fmt.Errorf("transfer: pair PD: %w", err)
 	}
-	p.reg, _ = p.pd.(verbs.MemRegistrar)
+	p.reg = registrar(p.pd)
 	n, s := cfg.Slots, cfg.SlotSize
 	if p.cq, err = dev.CreateCQ(2*(n+1) + sendQueueExtra + 8); err == nil {
 		if p.recvMR, err = p.pd.AllocMR(n*s, verbs.AccessLocalWrite); err == nil {
@@ -132,6 +135,21 @@ func newPair(dev verbs.Device, cfg *Config, stats *counters, peer string) (*pair
 	p.sendWRs[n].Flags = verbs.FlagInline
 	p.credits = n
 	return p, nil
+}
+
+// registrar returns pd as a MemRegistrar if it can register memory in
+// place (a memfd-backed device has the method and refuses), else nil.
+func registrar(pd verbs.PD) verbs.MemRegistrar {
+	r, ok := pd.(verbs.MemRegistrar)
+	if !ok {
+		return nil
+	}
+	mr, err := r.RegMR(make([]byte, 8), verbs.AccessLocalWrite)
+	if err != nil {
+		return nil
+	}
+	_ = mr.Deregister()
+	return r
 }
 
 // sendQueueExtra is the send-queue room beyond the data and control
@@ -508,7 +526,7 @@ func (p *pair) releaseResources() {
 	if p.cq != nil {
 		errs = append(errs, p.cq.Destroy())
 	}
-	if p.pd != nil {
+	if p.pd != nil && !p.sharedPD {
 		errs = append(errs, p.pd.Dealloc())
 	}
 	if err := errors.Join(errs...); err != nil && !errors.Is(err, verbs.ErrClosed) {

@@ -28,8 +28,10 @@ type Stats struct {
 	PairsClosed int64
 	// Registrations is the object regions registered now (RegMR of an
 	// object for a READ, either side); it returns to zero when every
-	// transfer has ended.
+	// transfer has ended. Registered counts every such registration made
+	// (none for objects in Config.Arena).
 	Registrations int64
+	Registered    int64
 	// Pins is the objects a Server holds pinned now.
 	Pins int64
 }
@@ -45,7 +47,14 @@ type counters struct {
 	bufferBytes   atomic.Int64
 	pairsClosed   atomic.Int64
 	registrations atomic.Int64
+	registeredAll atomic.Int64
 	pins          atomic.Int64
+}
+
+// registered counts a new object registration.
+func (c *counters) registered() {
+	c.registrations.Add(1)
+	c.registeredAll.Add(1)
 }
 
 func (c *counters) snapshot() Stats {
@@ -61,6 +70,7 @@ func (c *counters) snapshot() Stats {
 	s.BufferBytes = c.bufferBytes.Load()
 	s.PairsClosed = c.pairsClosed.Load()
 	s.Registrations = c.registrations.Load()
+	s.Registered = c.registeredAll.Load()
 	s.Pins = c.pins.Load()
 	return s
 }

@@ -31,6 +31,7 @@ func TestSizes(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%v", transport, p), func(t *testing.T) {
 				f := r.fetcher(t, p)
 				sink := newMemSink()
+				held := r.srv.Stats()
 				errs := f.Fetch(testCtx(t), ids, sink)
 				for i, err := range errs {
 					if err != nil {
@@ -70,6 +71,9 @@ func TestSizes(t *testing.T) {
 				}
 				if st.CopiedBytes != copied {
 					t.Errorf("fetcher copied %d bytes, want %d", st.CopiedBytes, copied)
+				}
+				if n := r.srv.Stats().CopiedBytes - held.CopiedBytes; n != copied {
+					t.Errorf("holder copied %d bytes, want %d", n, copied)
 				}
 				if sink.creates.Load() != int64(len(sizes)) || sink.commits.Load() != int64(len(sizes)) || sink.aborts.Load() != 0 {
 					t.Errorf("sink: %d creates %d commits %d aborts", sink.creates.Load(), sink.commits.Load(), sink.aborts.Load())
