@@ -78,7 +78,7 @@ func canRegMR(dev verbs.Device) (bool, error) {
 
 // arena is a store's memory allocated as one memory region of the
 // node's device: the store runs in it (objstore.Config.Memory) and the
-// transfer layer READs through it (transfer.Config.Region).
+// transfer layer READs through it (transfer.Config.Arena).
 type arena struct {
 	pd verbs.PD
 	mr verbs.MR
@@ -122,9 +122,10 @@ func (a *arena) memory() *objstore.Memory {
 	return &objstore.Memory{Bytes: a.mr.Bytes(), FD: a.fd}
 }
 
-// region is the transfer layer's view of the arena.
-func (a *arena) region() *transfer.Region {
-	return &transfer.Region{PD: a.pd, MR: a.mr}
+// configure has the transfer layer READ objects in the arena by its keys
+// (transfer.Config.Arena): no registration per transfer.
+func (a *arena) configure(c *transfer.Config) {
+	c.Arena, c.ArenaPD = a.mr, a.pd
 }
 
 // close deregisters the arena (unmapping it and closing its memfd): after

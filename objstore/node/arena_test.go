@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmakit/rdmakit/objstore"
 	"github.com/rdmakit/rdmakit/objstore/object"
+	"github.com/rdmakit/rdmakit/objstore/transfer"
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
@@ -58,8 +59,10 @@ func TestArenaNeedsMemfd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.fd < 0 || len(a.memory().Bytes) != 1<<20 || a.region().MR.RKey() != a.mr.RKey() {
-		t.Fatalf("arena %+v", a)
+	var c transfer.Config
+	a.configure(&c)
+	if a.fd < 0 || len(a.memory().Bytes) != 1<<20 || c.Arena != a.mr || c.ArenaPD != a.pd {
+		t.Fatalf("arena %+v, transfer config %+v", a, c)
 	}
 	if err := a.close(); err != nil {
 		t.Fatal(err)

@@ -88,14 +88,20 @@ func TestFetchBetweenNodes(t *testing.T) {
 		{"tcp-arena", "tcp://127.0.0.1:0?memfd=1", "tcp://127.0.0.1:0?memfd=1", RegisterArena},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			// Per object, the READ registered the object at both
+			// ends; through the arenas nothing.
+			registered := int64(1)
+			if c.name != "tcp" {
+				registered = 0
+			}
 			fetchBetweenNodes(t,
 				Transfer{Listen: "127.0.0.1:0", Device: c.hdev, Register: c.register},
-				Transfer{Device: c.fdev, Protocol: "hybrid", Threshold: 8 << 10, Register: c.register})
+				Transfer{Device: c.fdev, Protocol: "hybrid", Threshold: 8 << 10, Register: c.register}, registered)
 		})
 	}
 }
 
-func fetchBetweenNodes(t *testing.T, htr, ftr Transfer) {
+func fetchBetweenNodes(t *testing.T, htr, ftr Transfer, registered int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	h := serveNode(t, Config{Mem: 16 << 20, Stats: "127.0.0.1:0", Transfer: htr})
@@ -175,6 +181,9 @@ func fetchBetweenNodes(t *testing.T, htr, ftr Transfer) {
 	}
 	if hs.Transfer.Server.Registrations != 0 || fs.Transfer.Fetcher.Registrations != 0 {
 		t.Fatalf("registrations left: holder %d, fetcher %d", hs.Transfer.Server.Registrations, fs.Transfer.Fetcher.Registrations)
+	}
+	if hs.Transfer.Server.Registered != registered || fs.Transfer.Fetcher.Registered != registered {
+		t.Fatalf("registrations made: holder %d, fetcher %d; want %d each", hs.Transfer.Server.Registered, fs.Transfer.Fetcher.Registered, registered)
 	}
 }
 

@@ -116,7 +116,7 @@ func newTransfer(cfg Transfer, mem int64, log *slog.Logger) (_ *transferPart, er
 func (t *transferPart) config() transfer.Config {
 	c := transfer.Config{Protocol: t.proto, Threshold: t.cfg.Threshold, Peers: t.cfg.Peers, Device: t.dev, Logger: t.log}
 	if t.arena != nil {
-		c.Region = t.arena.region()
+		t.arena.configure(&c)
 	}
 	return c
 }
