@@ -191,6 +191,25 @@
 // (nic's requester_link.go, land) — user-space copies, but the
 // transport's, as a kernel's socket copies are for TCP4K and TCPBulk.
 //
+// # Arena registration: what a peer can read
+//
+// Per object (no Config.Arena), an rkey reaches one object, through one
+// pair, until that transfer's FIN. With Config.Arena the rkey a holder
+// hands out is the arena's: it reaches every object the store keeps,
+// through every pair of the holder (they share the arena's PD), for as
+// long as the arena is registered. So a peer store that connected a pair
+// can READ any object of the arena, whether or not it asked for it —
+// read only: the arena grants remote READ and nothing else, so no peer
+// can change it (TestArenaReadInfo shows both). That is the price of no
+// registration per transfer, and the only way to READ at all over a
+// device that cannot register memory it did not allocate (the shm
+// transport, whose regions are memfds shared with the peers, and tcp
+// with memfd=1): there the store's arena must be such a region from the
+// start. Between the stores of one cluster, which trust each other
+// already, it is a fair trade; per-object registration stays the default
+// wherever the device supports it (objstore/node registers the arena
+// only on devices without RegMR, or when asked with --register arena).
+//
 // # Files
 //
 //	protocol.go   Protocol, ParseProtocol, the hybrid's rule (choose)
