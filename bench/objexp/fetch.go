@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmakit/rdmakit/bench"
@@ -21,14 +24,14 @@ import (
 func init() {
 	bench.Register(bench.Experiment{
 		Name: "objstore-fetch",
-		Description: "cross-store fetch of 1 KiB to 16 MiB objects between two store processes over tcp (the Plasma thesis' §4): " +
-			"TCP4K, TCPBulk, SendRecv, Read, Hybrid and Redis GET — latency, GB/s, bytes copied and CPU per object",
+		Description: "cross-store fetch of 1 KiB to 16 MiB objects between two store processes (the Plasma thesis' §4): " +
+			"TCP4K, TCPBulk, SendRecv, Read and Hybrid over the tcp and shm verbs transports, and Redis GET — latency, GB/s, bytes copied and CPU per object",
 		Run: runFetch,
 	})
 }
 
-// The systems of objstore-fetch: the fetcher's protocols (the names
-// `rdmakit objstore serve --protocol` takes) and Redis.
+// The fetcher's protocols of objstore-fetch (the names `rdmakit objstore
+// serve --protocol` takes) and Redis.
 const (
 	sysTCP4K    = "tcp4k"
 	sysTCPBulk  = "tcpbulk"
@@ -38,7 +41,57 @@ const (
 	sysRedis    = "redis"
 )
 
-var fetchProtocols = []string{sysTCP4K, sysTCPBulk, sysSendRecv, sysRead, sysHybrid}
+// The verbs transports between the stores: the tcp soft NIC over
+// loopback, and shm, where a READ is the fetcher's copy out of the
+// holder's memory (the holder's CPU is not involved, as with an RNIC).
+const (
+	transportTCP = "tcp"
+	transportSHM = "shm"
+)
+
+// fetchSystem is a row system of objstore-fetch: a fetcher's protocol,
+// over a verbs transport for the verbs protocols.
+type fetchSystem struct {
+	proto     string
+	transport string // "" for the TCP baselines
+}
+
+// name is the row's system: tcp4k, tcpbulk, or PROTOCOL/TRANSPORT.
+func (s fetchSystem) name() string {
+	if s.transport == "" {
+		return s.proto
+	}
+	return s.proto + "/" + s.transport
+}
+
+// holder is the transport of the holder it fetches from: the baselines
+// use the tcp holder's plain TCP listener.
+func (s fetchSystem) holder() string {
+	if s.transport == "" {
+		return transportTCP
+	}
+	return s.transport
+}
+
+// fetchSystems are objstore-fetch's store systems, in row order.
+var fetchSystems = func() []fetchSystem {
+	out := []fetchSystem{{proto: sysTCP4K}, {proto: sysTCPBulk}}
+	for _, t := range []string{transportTCP, transportSHM} {
+		for _, p := range []string{sysSendRecv, sysRead, sysHybrid} {
+			out = append(out, fetchSystem{proto: p, transport: t})
+		}
+	}
+	return out
+}()
+
+// keeps reports whether --only selects s: by its name, its protocol
+// (every transport) or its transport (every verbs protocol over it).
+func keeps(env *bench.Env, s fetchSystem) bool {
+	return env.Keeps(s.proto, s.transport) || (s.transport != "" && env.Keeps(s.transport, ""))
+}
+
+// shmSeq makes the shm device names of a process's runs distinct.
+var shmSeq atomic.Int64
 
 // fetchSizes are objstore-fetch's sizes; quickFetchSizes a quick run's.
 var (
@@ -107,21 +160,23 @@ func (u *fetchRun) add(sys string, size int, s fetchSample) {
 func runFetch(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 	plan := planFor(env.Quick)
 	u := &fetchRun{plan: plan, samples: map[string]map[int][]fetchSample{}, pools: map[int]int{}}
-	var protos []string
-	for _, p := range fetchProtocols {
-		if env.Keeps(p, "") {
-			protos = append(protos, p)
+	var systems []fetchSystem
+	var names []string
+	for _, s := range fetchSystems {
+		names = append(names, s.name())
+		if keeps(env, s) {
+			systems = append(systems, s)
 		}
 	}
 	withRedis := env.Keeps(sysRedis, "")
-	if len(protos) == 0 && !withRedis {
-		return nil, fmt.Errorf("%w: --only %s names none of objstore-fetch's systems (%s, %s)",
-			bench.ErrNoSystem, strings.Join(env.Only, ","), strings.Join(fetchProtocols, ", "), sysRedis)
+	if len(systems) == 0 && !withRedis {
+		return nil, fmt.Errorf("%w: --only %s names none of objstore-fetch's systems (%s, %s; a protocol or a transport alone selects all its rows)",
+			bench.ErrNoSystem, strings.Join(env.Only, ","), strings.Join(names, ", "), sysRedis)
 	}
-	r := &bench.Result{Name: "objstore-fetch", Title: "Cross-store fetch: Plasma's 4 KB socket path, bulk TCP, SEND/RECV, READ, the hybrid and Redis GET",
-		Columns: fetchColumns, Meta: bench.Meta{Transport: "tcp (verbs tcp device between stores), loopback TCP (baselines, Redis)"}}
-	if len(protos) > 0 {
-		if err := u.stores(ctx, env, protos); err != nil {
+	r := &bench.Result{Name: "objstore-fetch", Title: "Cross-store fetch: Plasma's 4 KB socket path, bulk TCP, SEND/RECV, READ, the hybrid (over tcp and shm) and Redis GET",
+		Columns: fetchColumns, Meta: bench.Meta{Transport: "tcp and shm (verbs devices between the stores), loopback TCP (baselines, Redis)"}}
+	if len(systems) > 0 {
+		if err := u.stores(ctx, env, systems); err != nil {
 			if !errors.Is(err, bench.ErrNoCommand) {
 				return nil, err
 			}
@@ -140,67 +195,106 @@ func runFetch(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 	return r, nil
 }
 
-// stores runs the store rows: one holder, one fetcher per protocol, all
-// in their own processes for the whole run.
-func (u *fetchRun) stores(ctx context.Context, env *bench.Env, protos []string) error {
+// holderStore is a holder process and its client.
+type holderStore struct {
+	*store
+	c *objstore.Client
+}
+
+// stores runs the store rows: a holder per transport the systems use
+// (the tcp one also serves the plain-TCP baselines) and one fetcher per
+// system, all in their own processes for the whole run.
+func (u *fetchRun) stores(ctx context.Context, env *bench.Env, systems []fetchSystem) error {
 	maxSize := u.plan.sizes[len(u.plan.sizes)-1]
 	holderMem := u.plan.budget + int64(maxSize) + 64<<20
-	holder, err := startStore(ctx, env, "--mem", strconv.FormatInt(holderMem, 10), "--listen", "127.0.0.1:0",
-		"--tcp-listen", "127.0.0.1:0", "--stats", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	defer holder.stop()
-	fetchers := map[string]*store{}
-	for _, p := range protos {
-		peer := holder.Verbs
-		if p == sysTCP4K || p == sysTCPBulk {
-			peer = holder.TCP
+	fetcherMem := strconv.Itoa(4*maxSize + 64<<20)
+	run := fmt.Sprintf("objexp-%d-%d", os.Getpid(), shmSeq.Add(1))
+	holders := map[string]*holderStore{}
+	var transports []string // the holders', in order
+	for _, sys := range systems {
+		t := sys.holder()
+		if holders[t] != nil {
+			continue
 		}
-		f, err := startStore(ctx, env, "--mem", strconv.Itoa(4*maxSize+64<<20), "--peers", peer, "--protocol", p, "--stats", "127.0.0.1:0")
+		args := []string{"--mem", strconv.FormatInt(holderMem, 10), "--listen", "127.0.0.1:0", "--stats", "127.0.0.1:0"}
+		if t == transportSHM {
+			args = append(args, "--device", "shm://"+run+"-holder")
+		} else {
+			args = append(args, "--tcp-listen", "127.0.0.1:0")
+		}
+		h, err := startStore(ctx, env, args...)
+		if err != nil {
+			return err
+		}
+		defer h.stop()
+		c, err := objstore.Connect(ctx, h.Socket)
+		if err != nil {
+			return h.explain(err)
+		}
+		defer c.Close()
+		holders[t] = &holderStore{h, c}
+		transports = append(transports, t)
+	}
+	fetchers := map[string]*store{}
+	clients := map[string]*objstore.Client{}
+	for _, sys := range systems {
+		h := holders[sys.holder()]
+		peer := h.Verbs
+		if sys.transport == "" {
+			peer = h.TCP
+		}
+		// The fetched copy is deleted after each fetch: its pages stay
+		// resident for the next one (--keep-resident), as in a store
+		// that recycles its memory, so no row pays page faults.
+		args := []string{"--mem", fetcherMem, "--keep-resident", fetcherMem, "--peers", peer, "--protocol", sys.proto, "--stats", "127.0.0.1:0"}
+		if sys.transport == transportSHM {
+			args = append(args, "--device", "shm://"+run+"-"+sys.proto)
+		}
+		f, err := startStore(ctx, env, args...)
 		if err != nil {
 			return err
 		}
 		defer f.stop()
-		fetchers[p] = f
-	}
-	hc, err := objstore.Connect(ctx, holder.Socket)
-	if err != nil {
-		return holder.explain(err)
-	}
-	defer hc.Close()
-	clients := map[string]*objstore.Client{}
-	for p, f := range fetchers {
 		c, err := objstore.Connect(ctx, f.Socket)
 		if err != nil {
 			return f.explain(err)
 		}
 		defer c.Close()
-		clients[p] = c
+		fetchers[sys.name()], clients[sys.name()] = f, c
 	}
-	steps := len(u.plan.sizes) * len(protos) * u.plan.rounds
+	steps := len(u.plan.sizes) * len(systems) * u.plan.rounds
 	bar := env.Progress(steps, time.Duration(steps)*time.Second, "objstore-fetch")
 	defer bar.Finish()
 	lat := stats.NewLatencies(u.plan.fetches)
 	for _, size := range u.plan.sizes {
-		pool, sums, err := fillPool(ctx, hc, size, u.plan.poolSize(size))
-		if err != nil {
-			return holder.explain(fmt.Errorf("objexp: fill the holder with %s objects: %w", sizeLabel(size), err))
+		pools := map[string][]object.ID{}
+		sums := map[object.ID]uint32{}
+		for _, t := range transports {
+			h := holders[t]
+			pool, s, err := fillPool(ctx, h.c, size, u.plan.poolSize(size))
+			if err != nil {
+				return h.explain(fmt.Errorf("objexp: fill the %s holder with %s objects: %w", t, sizeLabel(size), err))
+			}
+			pools[t] = pool
+			maps.Copy(sums, s)
+			u.pools[size] = len(pool)
 		}
-		u.pools[size] = len(pool)
 		for range u.plan.rounds {
-			for _, p := range protos {
-				bar.Describe(fmt.Sprintf("objstore-fetch %s %s", p, sizeLabel(size)))
-				s, err := u.measureStore(ctx, holder, fetchers[p], clients[p], pool, sums, size, lat)
+			for _, sys := range systems {
+				name, h := sys.name(), holders[sys.holder()]
+				bar.Describe(fmt.Sprintf("objstore-fetch %s %s", name, sizeLabel(size)))
+				s, err := u.measureStore(ctx, h.store, fetchers[name], clients[name], pools[sys.holder()], sums, size, lat)
 				if err != nil {
-					return fetchers[p].explain(holder.explain(fmt.Errorf("objexp: %s, %s: %w", p, sizeLabel(size), err)))
+					return fetchers[name].explain(h.explain(fmt.Errorf("objexp: %s, %s: %w", name, sizeLabel(size), err)))
 				}
-				u.add(p, size, s)
+				u.add(name, size, s)
 				bar.Add(1)
 			}
 		}
-		if err := hc.Delete(ctx, pool...); err != nil {
-			return fmt.Errorf("objexp: empty the holder: %w", err)
+		for _, t := range transports {
+			if err := holders[t].c.Delete(ctx, pools[t]...); err != nil {
+				return fmt.Errorf("objexp: empty the %s holder: %w", t, err)
+			}
 		}
 	}
 	return nil
@@ -370,21 +464,30 @@ func (u *fetchRun) report(r *bench.Result) {
 		}
 	}
 	r.Notes = append(r.Notes, u.notes...)
+	for _, t := range []string{transportSHM, transportTCP} {
+		hybrid, sendrecv := sysHybrid+"/"+t, sysSendRecv+"/"+t
+		if u.samples[hybrid] == nil {
+			continue
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("%s ÷ tcp4k GB/s at 4 MiB: %s (target ≥ 7×); %s ÷ Redis GB/s at 4 MiB: %s (target ≥ 2×); "+
+			"%s ÷ %s p50 at 1 KiB: %s (target ≥ 1×: the hybrid no slower than SEND/RECV only) — same run.",
+			hybrid, times(ratio(u.stat(hybrid, 4<<20, gbpsOf), u.stat(sysTCP4K, 4<<20, gbpsOf))),
+			hybrid, times(ratio(u.stat(hybrid, 4<<20, gbpsOf), u.stat(sysRedis, 4<<20, gbpsOf))),
+			sendrecv, hybrid, times(ratio(u.stat(sendrecv, 1<<10, p50Of), u.stat(hybrid, 1<<10, p50Of)))))
+	}
 	r.Notes = append(r.Notes,
-		fmt.Sprintf("Hybrid/TCP4K GB/s at 4 MiB: %s (target ≥ 7×); Hybrid/Redis GB/s at 4 MiB: %s (target ≥ 2×); "+
-			"SendRecv/Hybrid p50 at 1 KiB: %s (target ≥ 1×: the hybrid no slower than SEND/RECV only) — same run.",
-			times(ratio(u.stat(sysHybrid, 4<<20, gbpsOf), u.stat(sysTCP4K, 4<<20, gbpsOf))),
-			times(ratio(u.stat(sysHybrid, 4<<20, gbpsOf), u.stat(sysRedis, 4<<20, gbpsOf))),
-			times(ratio(u.stat(sysSendRecv, 1<<10, p50Of), u.stat(sysHybrid, 1<<10, p50Of)))),
-		fmt.Sprintf("Two stores, each `rdmakit objstore serve` in its own process: a holder (verbs tcp device and plain TCP listener) and one fetcher "+
-			"per protocol, all running for the whole experiment. A client in the experiment's process creates a pool of distinct objects of each size "+
-			"at the holder (objects: one per timed fetch, or as many as %d MiB hold), then, per protocol, has the fetcher's client fetch %d objects "+
-			"(or as many as move %d MiB; fetches counts all rounds) picked from the pool in random order, after %d warm-up fetches whose copies are "+
+		fmt.Sprintf("Stores, each `rdmakit objstore serve` in its own process, all running for the whole experiment: a holder per verbs transport — "+
+			"tcp (the tcp soft NIC over loopback, objects registered per READ; it also serves the plain-TCP baselines) and shm (`--device shm://…`: "+
+			"memory shared by memfd, a READ is the fetcher's copy out of the holder's mapping, the holder's CPU and kernel not involved, as with an RNIC; "+
+			"the store's arena is one pre-registered region, no registration per READ) — and one fetcher per system (PROTOCOL/TRANSPORT), "+
+			"whose freed memory stays resident (`--keep-resident` = its memory). A client in the experiment's process creates a pool of distinct objects "+
+			"of each size at each holder (objects: one per timed fetch, or as many as %d MiB hold), then, per system, has the fetcher's client fetch %d objects "+
+			"(or as many as move %d MiB; fetches counts all rounds) picked from its holder's pool in random order, after %d warm-up fetches whose copies are "+
 			"checked by CRC-32, deleting the fetched copy after each fetch (not timed), so every fetch moves the object across.",
 			u.plan.budget>>20, u.plan.fetches, u.plan.moved>>20, u.plan.warmup),
 		"mean and p50 are per Fetch call (one ID, the client's round trip to its store included); GB/s is size / mean latency. "+
 			"copied is the bytes both stores copied in user space per object (the transfer layer's counters, /stats): SEND/RECV copies object → slot → object, "+
-			"READ and TCP copy nothing in user space (the kernel or the transport's NIC does). cpu is both store processes' user+system CPU time "+
+			"READ and TCP copy nothing in user space (the kernel or the transport's NIC does: over shm a READ is one memcpy by the fetcher's NIC). cpu is both store processes' user+system CPU time "+
 			"(/proc/PID/stat, 10 ms ticks) over the timed fetches, deletes included, per object; for Redis it is redis-server's alone (the client is the experiment's process).",
 		fmt.Sprintf("Redis: redis-server started by the experiment (no persistence), values SET first, one go-redis client GETting them in random order, "+
 			"the same pools and counts. %d round(s); every figure is the median of the rounds, spread is (max−min)/median of p50.", u.plan.rounds))

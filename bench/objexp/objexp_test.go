@@ -47,11 +47,14 @@ func serveChild(args []string) int {
 	protocol := fs.String("protocol", "hybrid", "")
 	threshold := fs.Int("threshold", 0, "")
 	stats := fs.String("stats", "", "")
+	device := fs.String("device", "", "")
+	register := fs.String("register", "", "")
+	keep := fs.String("keep-resident", "0", "")
 	if err := fs.Parse(args[2:]); err != nil {
 		return 2
 	}
-	cfg := node.Config{Mem: parseSize(*mem), Socket: *socket, Stats: *stats,
-		Transfer: node.Transfer{Listen: *listen, TCPListen: *tcpListen, Protocol: *protocol, Threshold: *threshold}}
+	cfg := node.Config{Mem: parseSize(*mem), Socket: *socket, Stats: *stats, KeepResident: parseSize(*keep),
+		Transfer: node.Transfer{Listen: *listen, Device: *device, TCPListen: *tcpListen, Protocol: *protocol, Threshold: *threshold, Register: *register}}
 	if *peers != "" {
 		cfg.Transfer.Peers = strings.Split(*peers, ",")
 	}
@@ -167,10 +170,11 @@ func TestFetchRedisQuick(t *testing.T) {
 	}
 }
 
-// TestFetchQuick runs objstore-fetch quickly with every system: a row per
-// system and size with latencies and throughput, copies where the
-// protocol copies (SEND/RECV: both sides, 2× the size) and none where it
-// does not (READ, the TCP paths), and the ratio note.
+// TestFetchQuick runs objstore-fetch quickly with every system, the
+// verbs protocols over tcp and over shm: a row per system and size with
+// latencies and throughput, copies where the protocol copies (SEND/RECV:
+// both sides, 2× the size) and none where it does not (READ, the TCP
+// paths), and the ratio notes of both transports.
 func TestFetchQuick(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -184,7 +188,8 @@ func TestFetchQuick(t *testing.T) {
 		seen[sys]++
 		positive(t, r, row, "mean", "p50", "GB/s")
 		copied, _ := cell(t, r, row, "copied").(float64)
-		switch sys {
+		proto, _, _ := strings.Cut(sys, "/")
+		switch proto {
 		case sysSendRecv:
 			if copied != float64(2*size) {
 				t.Errorf("sendrecv %d B: %v bytes copied per object, want %d", size, copied, 2*size)
@@ -195,13 +200,41 @@ func TestFetchQuick(t *testing.T) {
 			}
 		}
 	}
-	for _, sys := range fetchProtocols {
-		if seen[sys] != len(quickFetchSizes) {
-			t.Errorf("%s: %d rows, want %d", sys, seen[sys], len(quickFetchSizes))
+	for _, sys := range fetchSystems {
+		if seen[sys.name()] != len(quickFetchSizes) {
+			t.Errorf("%s: %d rows, want %d", sys.name(), seen[sys.name()], len(quickFetchSizes))
 		}
 	}
-	if !strings.Contains(strings.Join(r.Notes, " "), "Hybrid/TCP4K GB/s at 4 MiB") {
-		t.Fatalf("no ratio note: %q", r.Notes)
+	notes := strings.Join(r.Notes, " ")
+	for _, want := range []string{"hybrid/tcp ÷ tcp4k GB/s at 4 MiB", "hybrid/shm ÷ tcp4k GB/s at 4 MiB", "sendrecv/shm ÷ hybrid/shm p50 at 1 KiB"} {
+		if !strings.Contains(notes, want) {
+			t.Fatalf("no ratio note %q: %q", want, r.Notes)
+		}
+	}
+}
+
+// TestFetchOnlyTransport: --only selects rows by name, by protocol
+// (every transport) or by transport (every verbs protocol over it).
+func TestFetchOnlyTransport(t *testing.T) {
+	for _, c := range []struct {
+		only []string
+		want []string
+	}{
+		{[]string{"hybrid/shm"}, []string{"hybrid/shm"}},
+		{[]string{"hybrid"}, []string{"hybrid/tcp", "hybrid/shm"}},
+		{[]string{"shm", "tcp4k"}, []string{"tcp4k", "sendrecv/shm", "read/shm", "hybrid/shm"}},
+	} {
+		env := quickEnv()
+		env.Only = c.only
+		var got []string
+		for _, s := range fetchSystems {
+			if keeps(env, s) {
+				got = append(got, s.name())
+			}
+		}
+		if strings.Join(got, ",") != strings.Join(c.want, ",") {
+			t.Errorf("--only %v: %v, want %v", c.only, got, c.want)
+		}
 	}
 }
 
