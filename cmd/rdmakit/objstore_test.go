@@ -209,8 +209,9 @@ func TestObjstoreBenchQuick(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("objstore-fetch: exit %d: %s", code, errs)
 	}
-	mustContain(t, out, "| hybrid | 4194304 |", "| tcp4k | 1024 |", "Hybrid/TCP4K GB/s at 4 MiB")
-	if strings.Contains(out, "| sendrecv |") || strings.Contains(out, "| redis |") {
+	mustContain(t, out, "| hybrid/tcp | 4194304 |", "| hybrid/shm | 4194304 |", "| tcp4k | 1024 |",
+		"hybrid/shm ÷ tcp4k GB/s at 4 MiB", "hybrid/tcp ÷ tcp4k GB/s at 4 MiB")
+	if strings.Contains(out, "| sendrecv/") || strings.Contains(out, "| redis |") {
 		t.Fatalf("--only hybrid,tcp4k measured other systems:\n%s", out)
 	}
 }
