@@ -1,13 +1,16 @@
 // Package objexp holds the object store's experiments (package
 // objstore), which register with the bench harness:
 //
-//   - objstore-fetch (fetch.go; the Plasma thesis' §4 benchmark): two
-//     stores in their own processes, a holder and a fetcher; a bench
-//     client creates a pool of distinct objects of each size at the
-//     holder and has the fetcher's client fetch them in random order
-//     after 10 warm-up fetches, deleting the fetched copy after each
-//     fetch. Rows per protocol — TCP4K (Plasma's original 4 KB socket
-//     path), TCPBulk, SendRecv only, Read only, Hybrid — and Redis GET of
+//   - objstore-fetch (fetch.go; the Plasma thesis' §4 benchmark): stores
+//     in their own processes, a holder per verbs transport (tcp, shm) and
+//     a fetcher per system; a bench client creates a pool of distinct
+//     objects of each size at each holder and has each fetcher's client
+//     fetch them in random order after 10 warm-up fetches, deleting the
+//     fetched copy after each fetch. Rows per system — TCP4K (Plasma's
+//     original 4 KB socket path), TCPBulk, and SendRecv only, Read only
+//     and Hybrid over each transport (sendrecv/tcp … hybrid/shm; over shm
+//     a READ is the fetcher's copy out of the holder's memory, through
+//     arenas registered once) — and Redis GET of
 //     the same sizes (redis-server started by the experiment, values SET
 //     first): latency per object (mean, p50), GB/s, bytes copied in user
 //     space per object (from the stores' transfer counters) and CPU per

@@ -16,4 +16,14 @@
 //	objstore: serving socket=@rdmakit-objstore-1f2e verbs=127.0.0.1:40613 tcp=127.0.0.1:40614 stats=127.0.0.1:40615
 //
 // A part the node does not run is written as "-".
+//
+// How peers' READs reach objects is Transfer.Register: each object
+// registered in place per transfer (RegisterObject, the default where the
+// device can do that: tcp, loop), or the store's arena allocated once as
+// a memory region of the device, the store running in it
+// (objstore.Config.Memory) and the transfer layer READing through it
+// (transfer.Config.Arena) — RegisterArena, the default where the device
+// cannot register foreign memory (shm, whose regions are memfds the peer
+// maps). The arena costs no registration per transfer but lets every
+// connected peer READ any object of the store (arena.go).
 package node
