@@ -71,8 +71,8 @@ type transferPart struct {
 	fetcher *transfer.Fetcher
 }
 
-// newTransfer opens the device (when a verbs part needs it), allocates a
-// store of mem bytes its arena there (RegisterArena) and makes the
+// newTransfer opens the device (when a verbs part needs it), allocates
+// there the arena of a store of mem bytes (RegisterArena) and makes the
 // fetcher (when there are peers); serve starts the server.
 func newTransfer(cfg Transfer, mem int64, log *slog.Logger) (_ *transferPart, err error) {
 	proto, err := transfer.ParseProtocol(cfg.Protocol)
@@ -178,15 +178,14 @@ func (t *transferPart) stats() TransferStats {
 }
 
 // stop closes the server and the fetcher (releasing their pins and
-// pairs): before the store closes.
+// pairs): before the store closes. Closing them again does nothing, and
+// they stay in place for a /stats request still being answered.
 func (t *transferPart) stop() {
 	if t.server != nil {
 		_ = t.server.Close()
-		t.server = nil
 	}
 	if t.fetcher != nil {
 		_ = t.fetcher.Close()
-		t.fetcher = nil
 	}
 }
 
