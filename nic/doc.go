@@ -48,6 +48,7 @@
 //	node.go              Node: the device, its tables, Network, paths and Close
 //	pd.go                protection domains
 //	mr.go                memory regions (mmap'd, memfd-backed when shared), deregistration
+//	regmr.go             RegMR: the application's own memory registered in place (verbs.MemRegistrar)
 //	keys.go              lkey and rkey tables
 //	qp.go                QP: creation, Modify, state; fields grouped by role
 //	qpn.go               QP numbers, drawn at random

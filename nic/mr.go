@@ -14,13 +14,15 @@ import (
 	"github.com/rdmakit/rdmakit/verbs"
 )
 
-// MR is a memory region allocated with mmap, off the Go heap.
+// MR is a memory region: allocated with mmap, off the Go heap (AllocMR),
+// or the application's own memory registered in place (RegMR, regmr.go).
 type MR struct {
-	pd   *PD
-	fd   int    // the memfd behind the region, or -1
-	reg  Region // its bytes, address, PD and access, as the resolver sees them
-	lkey uint32
-	rkey uint32
+	pd    *PD
+	fd    int    // the memfd behind the region, or -1
+	owned bool   // the memory is the application's: never unmapped here
+	reg   Region // its bytes, address, PD and access, as the resolver sees them
+	lkey  uint32
+	rkey  uint32
 	// refs counts executions using the memory; deregistration subtracts
 	// deadBias so new acquisitions fail, then waits for the count to drain
 	// before unmapping.
@@ -109,6 +111,10 @@ func (m *MR) deregister(orphan bool) error {
 	}
 	n.quiesceQPs() // direct operations do not take references
 	m.pd.mrs.Add(-1)
+	if m.owned {
+		m.reg.Mem = nil // the application's memory: left mapped and untouched
+		return nil
+	}
 	var err error
 	if b := m.reg.Mem[:cap(m.reg.Mem)]; orphan && len(b) > 0 {
 		_, err = unix.MmapPtr(-1, 0, unsafe.Pointer(&b[0]), uintptr(len(b)),
