@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/rdmakit/rdmakit/bench"
+	_ "github.com/rdmakit/rdmakit/bench/objexp"  // objstore-fetch, objstore-local
 	_ "github.com/rdmakit/rdmakit/bench/rsexp"   // rs-ycsb
 	_ "github.com/rdmakit/rdmakit/bench/sockexp" // sock-latency, sock-throughput, sock-http
 	_ "github.com/rdmakit/rdmakit/bench/txnexp"  // txn-ycsbt, txn-peers

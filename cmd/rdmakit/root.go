@@ -38,7 +38,7 @@ func newRootCmd(stdout, stderr io.Writer, prof *profiling) *cobra.Command {
 	root.PersistentFlags().StringVar(&level, "log-level", "warn", "log level: debug, info, warn or error")
 	root.PersistentFlags().StringVar(&prof.path, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof reads it)")
 	root.AddCommand(newDemoCmd(), newNodeCmd(), newKVCmd(), newBTreeCmd(), newRSCmd(), newTxnCmd(), newSockCmd(), newPerfCmd(), newBenchCmd(), newVersionCmd())
-	root.AddCommand(newSockdCmd())
+	root.AddCommand(newSockdCmd(), newObjstoreCmd())
 	return root
 }
 
