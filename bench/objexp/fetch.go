@@ -90,6 +90,12 @@ func keeps(env *bench.Env, s fetchSystem) bool {
 	return env.Keeps(s.proto, s.transport) || (s.transport != "" && env.Keeps(s.transport, ""))
 }
 
+// keepForever is the fetchers' --keep-resident: more than a run ever
+// frees, so the store never gives pages back (objstore.Config.KeepResident
+// counts the bytes freed since its last give-back; any smaller value
+// would make every so many fetches pay the page faults of fresh memory).
+const keepForever = 1 << 50
+
 // shmSeq makes the shm device names of a process's runs distinct.
 var shmSeq atomic.Int64
 
@@ -246,7 +252,7 @@ func (u *fetchRun) stores(ctx context.Context, env *bench.Env, systems []fetchSy
 		// The fetched copy is deleted after each fetch: its pages stay
 		// resident for the next one (--keep-resident), as in a store
 		// that recycles its memory, so no row pays page faults.
-		args := []string{"--mem", fetcherMem, "--keep-resident", fetcherMem, "--peers", peer, "--protocol", sys.proto, "--stats", "127.0.0.1:0"}
+		args := []string{"--mem", fetcherMem, "--keep-resident", strconv.FormatInt(keepForever, 10), "--peers", peer, "--protocol", sys.proto, "--stats", "127.0.0.1:0"}
 		if sys.transport == transportSHM {
 			args = append(args, "--device", "shm://"+run+"-"+sys.proto)
 		}
@@ -480,7 +486,7 @@ func (u *fetchRun) report(r *bench.Result) {
 			"tcp (the tcp soft NIC over loopback, objects registered per READ; it also serves the plain-TCP baselines) and shm (`--device shm://…`: "+
 			"memory shared by memfd, a READ is the fetcher's copy out of the holder's mapping, the holder's CPU and kernel not involved, as with an RNIC; "+
 			"the store's arena is one pre-registered region, no registration per READ) — and one fetcher per system (PROTOCOL/TRANSPORT), "+
-			"whose freed memory stays resident (`--keep-resident` = its memory). A client in the experiment's process creates a pool of distinct objects "+
+			"whose freed memory stays resident (`--keep-resident` 1 PiB: never given back, the arena's pages faulted in once). A client in the experiment's process creates a pool of distinct objects "+
 			"of each size at each holder (objects: one per timed fetch, or as many as %d MiB hold), then, per system, has the fetcher's client fetch %d objects "+
 			"(or as many as move %d MiB; fetches counts all rounds) picked from its holder's pool in random order, after %d warm-up fetches whose copies are "+
 			"checked by CRC-32, deleting the fetched copy after each fetch (not timed), so every fetch moves the object across.",
