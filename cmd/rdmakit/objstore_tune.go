@@ -19,7 +19,9 @@ func newObjstoreTuneCmd() *cobra.Command {
 		Short: "Measure SEND/RECV against READ by object size and print the hybrid's threshold",
 		Long: `tune fetches one object of each size (1 KiB to 1 MiB in powers of 2 unless --sizes)
 from a holder by SEND/RECV only and by READ only, --runs times each after a warm-up, and
-prints the median latencies and the smallest size from which READ stays faster: the
+prints the median latencies and the size from which READ should be used (the cut whose
+choices lose least against the faster protocol at each size, so one noisy size does not
+move it): the
 --threshold to give objstore serve. The holder is a store tune starts in this process
 unless --peer names one (its --listen address) with --peer-socket (its --socket, where
 tune creates the objects and deletes them afterwards). The threshold depends on the
@@ -58,9 +60,9 @@ on one host, where tune's own holder is shm://NAME-holder).`,
 				return err
 			}
 			if res.Found {
-				fmt.Fprintf(out, "threshold: %s (READ is faster from this size on; pass --threshold %d to objstore serve)\n", formatBytes(int64(res.Threshold)), res.Threshold)
+				fmt.Fprintf(out, "threshold: %s (READ from this size on loses least; pass --threshold %d to objstore serve)\n", formatBytes(int64(res.Threshold)), res.Threshold)
 			} else {
-				fmt.Fprintf(out, "threshold: none found (READ was not faster up to the largest size; pass --threshold %d to keep SEND/RECV)\n", res.Threshold)
+				fmt.Fprintf(out, "threshold: none found (SEND/RECV everywhere loses least up to the largest size; pass --threshold %d to keep SEND/RECV)\n", res.Threshold)
 			}
 			return nil
 		},

@@ -30,10 +30,11 @@ type TuneResult struct {
 	Points []TunePoint
 	// Runs is the number of timed fetches per size and protocol.
 	Runs int
-	// Threshold is the crossover: the smallest measured size from which
-	// READ is faster than SEND/RECV at that size and every larger one.
-	// Found is false when READ is not faster even at the largest size;
-	// Threshold is then one byte past it.
+	// Threshold is the crossover: the measured size from which READ is
+	// chosen, the cut whose choices lose least against the faster
+	// protocol at each size (summed relative excess; see crossover).
+	// Found is false when SEND/RECV everywhere loses least; Threshold is
+	// then one byte past the largest size.
 	Threshold int
 	Found     bool
 }
@@ -63,11 +64,13 @@ func Tune(ctx context.Context, f *Fetcher, peer string, sink object.Sink, objs [
 	slices.SortFunc(objs, func(a, b TuneObject) int { return a.Size - b.Size })
 	res := TuneResult{Runs: runs}
 	scratch := abortingSink{sink}
-	times := make([]time.Duration, runs)
+	times := [2][]time.Duration{make([]time.Duration, runs), make([]time.Duration, runs)}
 	for _, o := range objs {
 		pt := TunePoint{Size: o.Size}
-		for _, proto := range []Protocol{SendRecv, Read} {
-			for i := -1; i < runs; i++ {
+		// The protocols alternate fetch by fetch, so a slow moment of the
+		// machine falls on both.
+		for i := -1; i < runs; i++ {
+			for k, proto := range []Protocol{SendRecv, Read} {
 				start := time.Now()
 				got, n, err := f.fetchFrom(ctx, peer, o.ID, scratch, proto)
 				if err != nil {
@@ -75,33 +78,63 @@ func Tune(ctx context.Context, f *Fetcher, peer string, sink object.Sink, objs [
 				}
 				f.stats.done(got, n)
 				if i >= 0 {
-					times[i] = time.Since(start)
+					times[k][i] = time.Since(start)
 				}
 			}
-			slices.Sort(times)
-			med := times[runs/2]
-			if proto == SendRecv {
-				pt.SendRecv = med
-			} else {
-				pt.Read = med
-			}
 		}
+		for k := range times {
+			slices.Sort(times[k])
+		}
+		pt.SendRecv, pt.Read = times[0][runs/2], times[1][runs/2]
 		res.Points = append(res.Points, pt)
 	}
 	res.Threshold, res.Found = crossover(res.Points)
 	return res, nil
 }
 
-// crossover is the smallest size from which Read stays faster.
+// crossover picks the threshold the measured points favour: of the cuts
+// "SEND/RECV below size T, READ from T on" (T one of the sizes, or one
+// byte past the largest: SEND/RECV everywhere), the one whose choices
+// lose least against the faster protocol at each size, summed as
+// relative excess (a choice 20 % slower than the best costs 0.2). One
+// noisy size therefore moves the cut only when it outweighs its
+// neighbours — the rule "from where READ stays faster" gave up on a
+// whole sweep when SEND/RECV won one late size by a hair. Ties go to
+// the larger cut (SEND/RECV registers nothing). Found is false when
+// the cut is past the largest size.
 func crossover(pts []TunePoint) (int, bool) {
 	if len(pts) == 0 {
 		return DefaultThreshold, false
 	}
-	th, found := pts[len(pts)-1].Size+1, false
-	for i := len(pts) - 1; i >= 0 && pts[i].Read < pts[i].SendRecv; i-- {
-		th, found = pts[i].Size, true
+	excess := func(chosen, other time.Duration) float64 {
+		best := min(chosen, other)
+		if best <= 0 {
+			return 0
+		}
+		return float64(chosen-best) / float64(best)
 	}
-	return th, found
+	// cost(i): SEND/RECV for pts[:i], READ for pts[i:].
+	bestI, bestCost := len(pts), 0.0
+	for _, p := range pts {
+		bestCost += excess(p.SendRecv, p.Read)
+	}
+	for i := len(pts) - 1; i >= 0; i-- {
+		var cost float64
+		for j, p := range pts {
+			if j < i {
+				cost += excess(p.SendRecv, p.Read)
+			} else {
+				cost += excess(p.Read, p.SendRecv)
+			}
+		}
+		if cost < bestCost {
+			bestI, bestCost = i, cost
+		}
+	}
+	if bestI == len(pts) {
+		return pts[len(pts)-1].Size + 1, false
+	}
+	return pts[bestI].Size, true
 }
 
 // abortingSink creates objects in a Sink and aborts them where the

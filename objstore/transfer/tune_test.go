@@ -48,14 +48,31 @@ func TestTune(t *testing.T) {
 	}
 }
 
-// TestCrossover: the threshold is where READ becomes and stays faster.
+// TestCrossover: the threshold is the cut whose choices lose least
+// against the faster protocol per size; one noisy size does not move it.
 func TestCrossover(t *testing.T) {
 	us := time.Microsecond
-	pts := []TunePoint{{1, 1 * us, 9 * us}, {2, 2 * us, 1 * us}, {4, 4 * us, 5 * us}, {8, 8 * us, 3 * us}, {16, 16 * us, 4 * us}}
-	if th, ok := crossover(pts); th != 8 || !ok {
-		t.Fatalf("crossover %d %v, want 8 (READ loses again at 4)", th, ok)
+	for _, tc := range []struct {
+		name  string
+		pts   []TunePoint
+		th    int
+		found bool
+	}{
+		{"clean", []TunePoint{{1, 1 * us, 9 * us}, {2, 2 * us, 5 * us}, {4, 4 * us, 5 * us}, {8, 8 * us, 3 * us}, {16, 16 * us, 4 * us}}, 8, true},
+		// SEND/RECV wins 1 MiB by a hair (noise): the cut stays where
+		// READ wins clearly (the old rule found none).
+		{"late noise", []TunePoint{{1, 100 * us, 200 * us}, {2, 150 * us, 140 * us}, {4, 300 * us, 200 * us}, {8, 660 * us, 670 * us}}, 2, true},
+		// READ wins one small size by a little, loses around it by a
+		// lot: it does not move the cut down.
+		{"early noise", []TunePoint{{1, 10 * us, 11 * us}, {2, 10 * us, 9 * us}, {4, 10 * us, 20 * us}, {8, 40 * us, 20 * us}}, 8, true},
+		{"never", []TunePoint{{1, 1 * us, 9 * us}, {2, 2 * us, 3 * us}, {4, 4 * us, 5 * us}}, 5, false},
+		{"always", []TunePoint{{1, 9 * us, 1 * us}, {2, 9 * us, 3 * us}}, 1, true},
+	} {
+		if th, ok := crossover(tc.pts); th != tc.th || ok != tc.found {
+			t.Errorf("%s: crossover %d %v, want %d %v", tc.name, th, ok, tc.th, tc.found)
+		}
 	}
-	if th, ok := crossover(pts[:3]); th != 5 || ok {
-		t.Fatalf("crossover %d %v, want 5, not found", th, ok)
+	if th, ok := crossover(nil); th != DefaultThreshold || ok {
+		t.Errorf("no points: %d %v, want the default, not found", th, ok)
 	}
 }
