@@ -241,6 +241,25 @@ func (u *fetchRun) stores(ctx context.Context, env *bench.Env, systems []fetchSy
 		holders[t] = &holderStore{h, c}
 		transports = append(transports, t)
 	}
+	// The hybrid's threshold per transport, measured now by objstore
+	// tune against the transport's holder.
+	thresholds := map[string]int{}
+	for _, sys := range systems {
+		if sys.proto != sysHybrid || thresholds[sys.transport] != 0 {
+			continue
+		}
+		dev := "tcp://127.0.0.1:0"
+		if sys.transport == transportSHM {
+			dev = "shm://" + run + "-tune"
+		}
+		th, out, err := tuneThreshold(ctx, env, holders[sys.holder()], dev)
+		if err != nil {
+			return err
+		}
+		thresholds[sys.transport] = th
+		u.notes = append(u.notes, fmt.Sprintf("hybrid/%s's threshold: %d B, measured in this run by `rdmakit objstore tune --device %s` against the %s holder (p50 SEND/RECV / READ per size: %s).",
+			sys.transport, th, strings.SplitN(dev, ":", 2)[0]+"://…", sys.transport, tuneSummary(out)))
+	}
 	fetchers := map[string]*store{}
 	clients := map[string]*objstore.Client{}
 	for _, sys := range systems {
@@ -255,6 +274,9 @@ func (u *fetchRun) stores(ctx context.Context, env *bench.Env, systems []fetchSy
 		args := []string{"--mem", fetcherMem, "--keep-resident", strconv.FormatInt(keepForever, 10), "--peers", peer, "--protocol", sys.proto, "--stats", "127.0.0.1:0"}
 		if sys.transport == transportSHM {
 			args = append(args, "--device", "shm://"+run+"-"+sys.proto)
+		}
+		if th := thresholds[sys.transport]; sys.proto == sysHybrid && th > 0 {
+			args = append(args, "--threshold", strconv.Itoa(th))
 		}
 		f, err := startStore(ctx, env, args...)
 		if err != nil {

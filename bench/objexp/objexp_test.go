@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 // serveChild is `rdmakit objstore serve FLAGS` in this process, until
 // SIGINT or SIGTERM. Sizes are plain byte counts or end in MiB or GiB.
 func serveChild(args []string) int {
+	if len(args) >= 2 && args[0] == "objstore" && args[1] == "tune" {
+		return tuneChild(args[2:])
+	}
 	if len(args) < 2 || args[0] != "objstore" || args[1] != "serve" {
 		fmt.Fprintf(os.Stderr, "not an objstore serve command: %q\n", args)
 		return 2
@@ -67,7 +70,35 @@ func serveChild(args []string) int {
 	return 0
 }
 
-// parseSize reads "512MiB", "1GiB" or a byte count.
+// tuneChild is `rdmakit objstore tune FLAGS` in this process: the
+// threshold line the experiment parses (sizes given as byte counts or
+// with KiB / MiB).
+func tuneChild(args []string) int {
+	fs := flag.NewFlagSet("tune", flag.ContinueOnError)
+	peer := fs.String("peer", "", "")
+	peerSocket := fs.String("peer-socket", "", "")
+	device := fs.String("device", "", "")
+	sizes := fs.String("sizes", "", "")
+	runs := fs.Int("runs", 3, "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg := node.TuneConfig{Peer: *peer, PeerSocket: *peerSocket, Device: *device, Runs: *runs}
+	for _, f := range strings.Split(*sizes, ",") {
+		if f != "" {
+			cfg.Sizes = append(cfg.Sizes, int(parseSize(f)))
+		}
+	}
+	res, err := node.Tune(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Printf("threshold: %d (pass --threshold %d to objstore serve)\n", res.Threshold, res.Threshold)
+	return 0
+}
+
+// parseSize reads "512MiB", "1GiB", "4KiB" or a byte count.
 func parseSize(s string) int64 {
 	var n int64
 	switch {
@@ -77,13 +108,17 @@ func parseSize(s string) int64 {
 	case strings.HasSuffix(s, "MiB"):
 		fmt.Sscan(strings.TrimSuffix(s, "MiB"), &n)
 		return n << 20
+	case strings.HasSuffix(s, "KiB"):
+		fmt.Sscan(strings.TrimSuffix(s, "KiB"), &n)
+		return n << 10
 	}
 	fmt.Sscan(s, &n)
 	return n
 }
 
 // selfCommand is bench.Options.Command for the tests: this test binary
-// as the rdmakit command (only `objstore serve` is understood).
+// as the rdmakit command (only `objstore serve` and `objstore tune` are
+// understood).
 func selfCommand(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childArgs+"="+strings.Join(args, "\n"))
