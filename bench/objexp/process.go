@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rdmakit/rdmakit/bench"
@@ -20,7 +19,7 @@ type store struct {
 	node.Announcement
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when it has exited
-	stderr *tail
+	stderr *bench.Tail
 }
 
 // storeStartup bounds how long a store takes to announce itself.
@@ -34,7 +33,7 @@ func startStore(ctx context.Context, env *bench.Env, args ...string) (*store, er
 		return nil, bench.ErrNoCommand
 	}
 	args = append([]string{"objstore", "serve"}, args...)
-	s := &store{done: make(chan struct{}), stderr: &tail{}}
+	s := &store{done: make(chan struct{}), stderr: &bench.Tail{}}
 	s.cmd = env.Command(ctx, args...)
 	s.cmd.Stderr = s.stderr
 	s.cmd.SysProcAttr = childAttr()
@@ -105,31 +104,6 @@ func (s *store) explain(err error) error {
 
 // cpu is the store process's CPU time so far.
 func (s *store) cpu() (time.Duration, error) { return bench.ProcCPU(s.pid()) }
-
-// tail keeps the last tailMax bytes written to it: a store's stderr.
-type tail struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-const tailMax = 4 << 10
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - tailMax; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-// String returns what was kept, its lines joined by " | ".
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.Join(strings.Split(strings.TrimSpace(string(t.b)), "\n"), " | ")
-}
 
 // discard drops what is written to it.
 type discard struct{}

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rdmakit/rdmakit/bench"
@@ -21,7 +20,7 @@ type server struct {
 	uri    string
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when it has exited
-	stderr *tail
+	stderr *bench.Tail
 }
 
 // serverStartup bounds how long a server takes to say where it listens.
@@ -51,7 +50,7 @@ func startServer(ctx context.Context, env *bench.Env, uri string, app App, args 
 		return nil, bench.ErrNoCommand
 	}
 	args = append([]string{"sock", "serve", "--listen", uri, "--app", string(app)}, args...)
-	s := &server{done: make(chan struct{}), stderr: &tail{}}
+	s := &server{done: make(chan struct{}), stderr: &bench.Tail{}}
 	s.cmd = env.Command(ctx, args...)
 	s.cmd.Stderr = s.stderr
 	s.cmd.SysProcAttr = childAttr()
@@ -115,32 +114,6 @@ func (s *server) exited() (bool, string) {
 	default:
 		return false, ""
 	}
-}
-
-// tail keeps the last tailMax bytes written to it: a server's stderr,
-// for error messages.
-type tail struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-const tailMax = 4 << 10
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - tailMax; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-// String returns what was kept, its lines joined by " | ".
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.Join(strings.Split(strings.TrimSpace(string(t.b)), "\n"), " | ")
 }
 
 // discard drops what is written to it.
