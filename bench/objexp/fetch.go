@@ -232,10 +232,10 @@ func (u *fetchRun) stores(ctx context.Context, env *bench.Env, systems []fetchSy
 		if err != nil {
 			return err
 		}
-		defer h.stop()
+		defer h.Stop()
 		c, err := objstore.Connect(ctx, h.Socket)
 		if err != nil {
-			return h.explain(err)
+			return h.Explain(err)
 		}
 		defer c.Close()
 		holders[t] = &holderStore{h, c}
@@ -282,10 +282,10 @@ func (u *fetchRun) stores(ctx context.Context, env *bench.Env, systems []fetchSy
 		if err != nil {
 			return err
 		}
-		defer f.stop()
+		defer f.Stop()
 		c, err := objstore.Connect(ctx, f.Socket)
 		if err != nil {
-			return f.explain(err)
+			return f.Explain(err)
 		}
 		defer c.Close()
 		fetchers[sys.name()], clients[sys.name()] = f, c
@@ -301,7 +301,7 @@ func (u *fetchRun) stores(ctx context.Context, env *bench.Env, systems []fetchSy
 			h := holders[t]
 			pool, s, err := fillPool(ctx, h.c, size, u.plan.poolSize(size))
 			if err != nil {
-				return h.explain(fmt.Errorf("objexp: fill the %s holder with %s objects: %w", t, sizeLabel(size), err))
+				return h.Explain(fmt.Errorf("objexp: fill the %s holder with %s objects: %w", t, sizeLabel(size), err))
 			}
 			pools[t] = pool
 			maps.Copy(sums, s)
@@ -313,7 +313,7 @@ func (u *fetchRun) stores(ctx context.Context, env *bench.Env, systems []fetchSy
 				bar.Describe(fmt.Sprintf("objstore-fetch %s %s", name, sizeLabel(size)))
 				s, err := u.measureStore(ctx, h.store, fetchers[name], clients[name], pools[sys.holder()], sums, size, lat)
 				if err != nil {
-					return fetchers[name].explain(h.explain(fmt.Errorf("objexp: %s, %s: %w", name, sizeLabel(size), err)))
+					return fetchers[name].Explain(h.Explain(fmt.Errorf("objexp: %s, %s: %w", name, sizeLabel(size), err)))
 				}
 				u.add(name, size, s)
 				bar.Add(1)
@@ -458,7 +458,7 @@ type counts struct {
 func snapshot(ctx context.Context, stores ...*store) (counts, error) {
 	var c counts
 	for _, s := range stores {
-		cpu, err := s.cpu()
+		cpu, err := s.CPU()
 		if err != nil {
 			return c, err
 		}

@@ -55,10 +55,10 @@ func runLocal(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 		}
 		return nil, err
 	}
-	defer st.stop()
+	defer st.Stop()
 	c, err := objstore.Connect(ctx, st.Socket)
 	if err != nil {
-		return nil, st.explain(err)
+		return nil, st.Explain(err)
 	}
 	defer c.Close()
 
@@ -83,7 +83,7 @@ func runLocal(ctx context.Context, env *bench.Env) (*bench.Result, error) {
 				bar.Describe(fmt.Sprintf("objstore-local %s %s", op, sizeLabel(size)))
 				lat.Reset()
 				if err := measureLocal(ctx, c, op, src[:size], point, lat); err != nil {
-					return nil, st.explain(fmt.Errorf("objexp: %s %s: %w", op, sizeLabel(size), err))
+					return nil, st.Explain(fmt.Errorf("objexp: %s %s: %w", op, sizeLabel(size), err))
 				}
 				s := lat.Summary()
 				samples[op][size] = append(samples[op][size], localSample{us(s.P50), us(s.P99), us(s.Avg)})

@@ -93,15 +93,13 @@ func (u *httpRun) system(ctx context.Context, env *bench.Env, n network, bar *be
 	if err != nil || srv == nil {
 		return err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	for round := range u.rounds {
 		for _, clients := range httpClients {
 			bar.Describe(fmt.Sprintf("sock-http %s %d clients", n.label(), clients))
 			res, err := u.point(ctx, n, srv.uri, clients)
 			if err != nil {
-				if gone, stderr := srv.exited(); gone {
-					err = fmt.Errorf("%w (the server exited: %s)", err, stderr)
-				}
+				err = srv.Explain(err)
 				return fmt.Errorf("sockexp: %s, %d clients: %w", n.label(), clients, err)
 			}
 			p := httpPoint{n.label(), n.mode, clients}

@@ -168,7 +168,7 @@ func (u *isoRun) setup(ctx context.Context, env *bench.Env, s isoSetup, bar *ben
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	lat := stats.NewLatencies(latencyCapacity)
 	for round := range u.rounds {
 		for _, load := range s.loads {
@@ -176,9 +176,7 @@ func (u *isoRun) setup(ctx context.Context, env *bench.Env, s isoSetup, bar *ben
 			bar.Describe(fmt.Sprintf("sock-isolation %s, %s: %s", s.net.label(), s.name, u.loadName(load)))
 			smp, err := u.point(ctx, s, srv.uri, load, lat)
 			if err != nil {
-				if gone, stderr := srv.exited(); gone {
-					err = fmt.Errorf("%w (the server exited: %s)", err, stderr)
-				}
+				err = srv.Explain(err)
 				return fmt.Errorf("sockexp: %s, %s, %s: %w", s.net.label(), s.name, u.loadName(load), err)
 			}
 			if round == 0 {

@@ -122,7 +122,7 @@ func (u *latencyRun) system(ctx context.Context, env *bench.Env, n network, bar 
 	if err != nil || srv == nil {
 		return err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	key := [2]string{n.label(), n.mode}
 	u.order = append(u.order, key)
 	u.samples[key] = map[int][]latencySample{}
@@ -132,9 +132,7 @@ func (u *latencyRun) system(ctx context.Context, env *bench.Env, n network, bar 
 			bar.Describe(fmt.Sprintf("sock-latency %s %d B", n.label(), size))
 			s, err := measureLatency(ctx, n, srv.uri, size, u.pointTime, lat)
 			if err != nil {
-				if gone, stderr := srv.exited(); gone {
-					err = fmt.Errorf("%w (the server exited: %s)", err, stderr)
-				}
+				err = srv.Explain(err)
 				return fmt.Errorf("sockexp: %s, %d B: %w", n.label(), size, err)
 			}
 			u.samples[key][size] = append(u.samples[key][size], s)

@@ -100,7 +100,7 @@ func (u *throughputRun) system(ctx context.Context, env *bench.Env, n network, b
 	if err != nil || srv == nil {
 		return err
 	}
-	defer srv.stop()
+	defer srv.Stop()
 	for round := range u.rounds {
 		for _, conns := range throughputConns {
 			for _, size := range throughputSizes {
@@ -126,9 +126,7 @@ func (u *throughputRun) system(ctx context.Context, env *bench.Env, n network, b
 
 // failed is the error of a point that failed.
 func (u *throughputRun) failed(srv *server, n network, conns, size int, err error) error {
-	if gone, stderr := srv.exited(); gone {
-		err = fmt.Errorf("%w (the server exited: %s)", err, stderr)
-	}
+	err = srv.Explain(err)
 	return fmt.Errorf("sockexp: %s, %d × %d B: %w", n.label(), conns, size, err)
 }
 

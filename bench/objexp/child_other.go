@@ -1,8 +1,0 @@
-//go:build !linux
-
-package objexp
-
-import "syscall"
-
-// childAttr is nil off Linux (no parent-death signal).
-func childAttr() *syscall.SysProcAttr { return nil }
