@@ -116,19 +116,20 @@ func (f *objClientFlags) add(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long the command may take")
 }
 
-// connect connects to the store and returns a context bounded by
-// --timeout.
-func (f *objClientFlags) connect(cmd *cobra.Command) (*objstore.Client, context.Context, context.CancelFunc, error) {
+// run connects to the store and calls do with the client and a context
+// bounded by --timeout; the client is closed when do returns.
+func (f *objClientFlags) run(cmd *cobra.Command, do func(ctx context.Context, c *objstore.Client) error) error {
 	if f.socket == "" {
-		return nil, nil, nil, errors.New("--socket: required")
+		return errors.New("--socket: required")
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	defer cancel()
 	c, err := objstore.Connect(ctx, f.socket)
 	if err != nil {
-		cancel()
-		return nil, nil, nil, err
+		return err
 	}
-	return c, ctx, cancel, nil
+	defer c.Close()
+	return do(ctx, c)
 }
 
 // parseIDs parses object IDs given as arguments.
@@ -173,25 +174,21 @@ func newObjstorePutCmd() *cobra.Command {
 					return fmt.Errorf("--id: %w", err)
 				}
 			}
-			c, ctx, cancel, err := f.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer c.Close()
-			dst, err := c.Create(ctx, id, len(data), []byte(meta))
-			if err != nil {
-				return err
-			}
-			copy(dst, data)
-			if err := c.Seal(ctx, id); err != nil {
-				return errors.Join(err, c.Abort(ctx, id))
-			}
-			if err := c.Release(ctx, id); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), id)
-			return nil
+			return f.run(cmd, func(ctx context.Context, c *objstore.Client) error {
+				dst, err := c.Create(ctx, id, len(data), []byte(meta))
+				if err != nil {
+					return err
+				}
+				copy(dst, data)
+				if err := c.Seal(ctx, id); err != nil {
+					return errors.Join(err, c.Abort(ctx, id))
+				}
+				if err := c.Release(ctx, id); err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), id)
+				return nil
+			})
 		},
 	}
 	f.add(cmd)
@@ -215,40 +212,36 @@ func newObjstoreGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, ctx, cancel, err := f.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer c.Close()
-			if fetch {
-				errs, err := c.Fetch(ctx, ids)
+			return f.run(cmd, func(ctx context.Context, c *objstore.Client) error {
+				if fetch {
+					errs, err := c.Fetch(ctx, ids)
+					if err != nil {
+						return err
+					}
+					if err := errors.Join(errs...); err != nil {
+						return err
+					}
+				}
+				bufs, err := c.Get(ctx, ids, wait)
 				if err != nil {
 					return err
 				}
-				if err := errors.Join(errs...); err != nil {
-					return err
+				if bufs[0] == nil {
+					return fmt.Errorf("objstore: get %s: %w", ids[0], object.ErrNotFound)
 				}
-			}
-			bufs, err := c.Get(ctx, ids, wait)
-			if err != nil {
+				defer c.Release(ctx, ids[0])
+				w := cmd.OutOrStdout()
+				if out != "" {
+					file, err := os.Create(out)
+					if err != nil {
+						return err
+					}
+					defer file.Close()
+					w = file
+				}
+				_, err = w.Write(bufs[0].Data)
 				return err
-			}
-			if bufs[0] == nil {
-				return fmt.Errorf("objstore: get %s: %w", ids[0], object.ErrNotFound)
-			}
-			defer c.Release(ctx, ids[0])
-			w := cmd.OutOrStdout()
-			if out != "" {
-				file, err := os.Create(out)
-				if err != nil {
-					return err
-				}
-				defer file.Close()
-				w = file
-			}
-			_, err = w.Write(bufs[0].Data)
-			return err
+			})
 		},
 	}
 	f.add(cmd)
@@ -265,22 +258,18 @@ func newObjstoreLsCmd() *cobra.Command {
 		Short: "List the store's objects: ID, data and metadata size, sealed, references",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, cancel, err := f.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer c.Close()
-			infos, err := c.List(ctx)
-			if err != nil {
-				return err
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tDATA\tMETADATA\tSEALED\tREFS")
-			for _, o := range infos {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%t\t%d\n", o.ID, o.DataSize, o.MetadataSize, o.Sealed, o.RefCount)
-			}
-			return tw.Flush()
+			return f.run(cmd, func(ctx context.Context, c *objstore.Client) error {
+				infos, err := c.List(ctx)
+				if err != nil {
+					return err
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 8, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tDATA\tMETADATA\tSEALED\tREFS")
+				for _, o := range infos {
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%t\t%d\n", o.ID, o.DataSize, o.MetadataSize, o.Sealed, o.RefCount)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	f.add(cmd)
@@ -298,13 +287,9 @@ func newObjstoreRmCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, ctx, cancel, err := f.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer c.Close()
-			return c.Delete(ctx, ids...)
+			return f.run(cmd, func(ctx context.Context, c *objstore.Client) error {
+				return c.Delete(ctx, ids...)
+			})
 		},
 	}
 	f.add(cmd)
@@ -322,17 +307,13 @@ func newObjstoreFetchCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, ctx, cancel, err := f.connect(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			defer c.Close()
-			errs, err := c.Fetch(ctx, ids)
-			if err != nil {
-				return err
-			}
-			return errors.Join(errs...)
+			return f.run(cmd, func(ctx context.Context, c *objstore.Client) error {
+				errs, err := c.Fetch(ctx, ids)
+				if err != nil {
+					return err
+				}
+				return errors.Join(errs...)
+			})
 		},
 	}
 	f.add(cmd)
