@@ -111,17 +111,27 @@ func (s *Store) dropRefs(c *session, e *entry, n int) {
 	s.lru.touch(e)
 }
 
-// seal makes c's unsealed object id visible: Gets waiting for it wake,
-// subscribers hear of it. The creator keeps its reference.
-func (s *Store) seal(c *session, id ID) error {
+// created is c's unsealed object id, or why op (seal, abort) cannot
+// have it: ErrNotFound, ErrSealed, ErrNotOwner.
+func (s *Store) created(c *session, id ID, op string) (*entry, error) {
 	e, ok := s.objects[id]
 	switch {
 	case !ok:
-		return fmt.Errorf("%w: seal %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %s %s", ErrNotFound, op, id)
 	case e.sealed:
-		return fmt.Errorf("%w: seal %s", ErrSealed, id)
+		return nil, fmt.Errorf("%w: %s %s", ErrSealed, op, id)
 	case e.owner != c:
-		return fmt.Errorf("%w: seal %s", ErrNotOwner, id)
+		return nil, fmt.Errorf("%w: %s %s", ErrNotOwner, op, id)
+	}
+	return e, nil
+}
+
+// seal makes c's unsealed object id visible: Gets waiting for it wake,
+// subscribers hear of it. The creator keeps its reference.
+func (s *Store) seal(c *session, id ID) error {
+	e, err := s.created(c, id, "seal")
+	if err != nil {
+		return err
 	}
 	e.sealed = true
 	e.owner = nil
@@ -134,14 +144,9 @@ func (s *Store) seal(c *session, id ID) error {
 
 // abort removes c's unsealed object id and frees its memory.
 func (s *Store) abort(c *session, id ID) error {
-	e, ok := s.objects[id]
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: abort %s", ErrNotFound, id)
-	case e.sealed:
-		return fmt.Errorf("%w: abort %s", ErrSealed, id)
-	case e.owner != c:
-		return fmt.Errorf("%w: abort %s", ErrNotOwner, id)
+	e, err := s.created(c, id, "abort")
+	if err != nil {
+		return err
 	}
 	if n := c.refs[id]; n > 0 {
 		s.dropRefs(c, e, n)
