@@ -28,9 +28,11 @@ type Creator interface {
 // Put writes rec into a new object id: Create of Size(rec) bytes with
 // Magic as metadata, Write straight into the store's memory, Seal, and
 // Release of the creator's reference (the sealed object stays in the
-// store until deleted or evicted). On any
-// failure after Create the object is aborted, so nothing half-written is
-// ever visible.
+// store until deleted or evicted). On any failure after Create the
+// object is aborted, so nothing half-written is ever visible — also when
+// ctx ends (the clean-up does not use it). When ctx ends while the Seal
+// is on its way and the store seals the object anyway, Put returns nil:
+// the object is there, sealed and released, as if ctx had ended later.
 func Put(ctx context.Context, c Creator, id object.ID, rec arrow.RecordBatch) error {
 	size, err := Size(rec)
 	if err != nil {
@@ -40,13 +42,20 @@ func Put(ctx context.Context, c Creator, id object.ID, rec arrow.RecordBatch) er
 	if err != nil {
 		return fmt.Errorf("arrowobj: put %s: %w", id, err)
 	}
+	// The abort must run also when ctx is what ended the put.
+	cleanup := context.WithoutCancel(ctx)
 	if _, err := Write(dst, rec); err != nil {
-		return errors.Join(fmt.Errorf("arrowobj: put %s: %w", id, err), c.Abort(ctx, id))
+		return errors.Join(fmt.Errorf("arrowobj: put %s: %w", id, err), c.Abort(cleanup, id))
 	}
 	if err := c.Seal(ctx, id); err != nil {
-		return errors.Join(fmt.Errorf("arrowobj: put %s: %w", id, err), c.Abort(ctx, id))
+		aerr := c.Abort(cleanup, id)
+		if !errors.Is(aerr, object.ErrSealed) {
+			return errors.Join(fmt.Errorf("arrowobj: put %s: %w", id, err), aerr)
+		}
+		// ctx ended after the store had sealed the object: the put took
+		// effect; give the creator's reference back as below.
 	}
-	if err := c.Release(ctx, id); err != nil {
+	if err := c.Release(cleanup, id); err != nil {
 		return fmt.Errorf("arrowobj: put %s: %w", id, err)
 	}
 	return nil
@@ -75,16 +84,17 @@ func GetRecord(ctx context.Context, g Getter, id object.ID, timeout time.Duratio
 		return nil, nil, fmt.Errorf("arrowobj: get %s: %w", id, object.ErrNotFound)
 	}
 	v := bufs[0]
+	cleanup := context.WithoutCancel(ctx) // the reference goes back whatever ctx does
 	if !bytes.Equal(v.Metadata, Magic) {
-		return nil, nil, errors.Join(fmt.Errorf("%w: object %s has metadata %q", ErrNotArrow, id, v.Metadata), g.Release(ctx, id))
+		return nil, nil, errors.Join(fmt.Errorf("%w: object %s has metadata %q", ErrNotArrow, id, v.Metadata), g.Release(cleanup, id))
 	}
 	rec, err = Read(v.Data)
 	if err != nil {
-		return nil, nil, errors.Join(fmt.Errorf("arrowobj: get %s: %w", id, err), g.Release(ctx, id))
+		return nil, nil, errors.Join(fmt.Errorf("arrowobj: get %s: %w", id, err), g.Release(cleanup, id))
 	}
 	release = func() error {
 		rec.Release()
-		return g.Release(context.WithoutCancel(ctx), id)
+		return g.Release(cleanup, id)
 	}
 	return rec, release, nil
 }

@@ -220,3 +220,66 @@ func TestWithStore(t *testing.T) {
 		t.Fatalf("GetRecord of a deleted object: %v, want ErrNotFound", err)
 	}
 }
+
+// cancellingCreator cancels the put's context right after its Create:
+// the put then fails at Seal.
+type cancellingCreator struct {
+	*objstore.Client
+	cancel context.CancelFunc
+}
+
+func (c cancellingCreator) Create(ctx context.Context, id object.ID, size int, metadata []byte) ([]byte, error) {
+	b, err := c.Client.Create(ctx, id, size, metadata)
+	c.cancel()
+	return b, err
+}
+
+// TestCancelledWithStore cancels a Put between Create and Seal and a
+// GetRecord waiting for an object never sealed: both fail with the
+// context's error and the store is left with no object, reference or
+// waiter.
+func TestCancelledWithStore(t *testing.T) {
+	ctx, stop := context.WithTimeout(context.Background(), 20*time.Second)
+	defer stop()
+	st, err := objstore.NewStore(objstore.Config{Mem: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- st.Serve(ctx) }()
+	defer func() { st.Close(); <-done }()
+	c, err := objstore.Connect(ctx, st.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rec := sampleRecord(t, 100)
+	defer rec.Release()
+
+	// Either the put is undone (the Seal did not reach the store before
+	// the cancellation) or it took effect: never a half-put object.
+	putCtx, cancel := context.WithCancel(ctx)
+	id := object.NewID()
+	switch err := Put(putCtx, cancellingCreator{c, cancel}, id, rec); {
+	case errors.Is(err, context.Canceled):
+	case err == nil:
+		if err := c.Delete(ctx, id); err != nil {
+			t.Fatalf("Put that took effect despite the cancellation left a reference: %v", err)
+		}
+	default:
+		t.Fatalf("Put cancelled after Create: %v, want context.Canceled or nil", err)
+	}
+	getCtx, cancel := context.WithCancel(ctx)
+	defer time.AfterFunc(50*time.Millisecond, cancel).Stop()
+	if _, _, err := GetRecord(getCtx, c, object.NewID(), -1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("GetRecord of an object never sealed, cancelled: %v, want context.Canceled", err)
+	}
+	// The store answers the client's calls in order: once a later call
+	// returns, the abort and the cancellation have been handled.
+	if _, err := c.List(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := st.Stats(); s.Objects != 0 || s.References != 0 || s.Waiters != 0 || s.BytesAllocated != 0 {
+		t.Fatalf("after the cancelled calls the store has %d objects, %d references, %d waiters, %d bytes", s.Objects, s.References, s.Waiters, s.BytesAllocated)
+	}
+}
