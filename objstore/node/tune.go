@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/rdmakit/rdmakit/objstore"
 	"github.com/rdmakit/rdmakit/objstore/object"
@@ -147,12 +148,8 @@ func tuneObjects(ctx context.Context, socket string, sizes []int) ([]transfer.Tu
 		return nil, nil, fmt.Errorf("node: tune: %w", err)
 	}
 	var objs []transfer.TuneObject
-	cleanup := func() {
-		for _, o := range objs {
-			_ = c.Delete(context.WithoutCancel(ctx), o.ID)
-		}
-		c.Close()
-	}
+	var made []object.ID // created, sealed or not
+	cleanup := func() { removeTuneObjects(context.WithoutCancel(ctx), c, socket, made) }
 	for _, size := range sizes {
 		id := object.NewID()
 		dst, err := c.Create(ctx, id, size, nil)
@@ -160,6 +157,7 @@ func tuneObjects(ctx context.Context, socket string, sizes []int) ([]transfer.Tu
 			cleanup()
 			return nil, nil, fmt.Errorf("node: tune: %w", err)
 		}
+		made = append(made, id)
 		for i := range dst {
 			dst[i] = byte(i)
 		}
@@ -174,6 +172,44 @@ func tuneObjects(ctx context.Context, socket string, sizes []int) ([]transfer.Tu
 		objs = append(objs, transfer.TuneObject{ID: id, Size: size})
 	}
 	return objs, cleanup, nil
+}
+
+// tuneCleanup bounds how long removeTuneObjects waits for the holder to
+// let go of an object (a READ of a cancelled tune keeps it pinned until
+// its pair closes).
+const tuneCleanup = 10 * time.Second
+
+// removeTuneObjects deletes the objects Tune made at the holder, whatever
+// state a cancellation left them in: closing c, the client that made
+// them, aborts those not sealed and drops its references (a Seal or a
+// Release cut short by the cancellation may have left one); a second
+// client then deletes the rest, retrying while the holder still pins
+// one for a transfer that is ending.
+func removeTuneObjects(ctx context.Context, c *objstore.Client, socket string, ids []object.ID) {
+	c.Close()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, tuneCleanup)
+	defer cancel()
+	d, err := objstore.Connect(ctx, socket)
+	if err != nil {
+		return
+	}
+	defer d.Close()
+	for _, id := range ids {
+		for {
+			err := d.Delete(ctx, id)
+			if err == nil || errors.Is(err, object.ErrNotFound) || !errors.Is(err, object.ErrInUse) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
 }
 
 // holderDevice is the device URI of the holder Tune starts, on the same
