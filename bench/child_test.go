@@ -64,6 +64,13 @@ func TestStartChild(t *testing.T) {
 	if err := c.Explain(errors.New("x")); !strings.Contains(err.Error(), "dying words") {
 		t.Fatalf("Explain of an exited child: %v", err)
 	}
+	// The caller gives up while the child says nothing: the context's
+	// error, and the child is gone.
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(50*time.Millisecond, cancel)
+	if _, err := StartChild(cctx, shEnv(), 5*time.Second, want, "exec sleep 60"); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled while waiting: %v, want context.Canceled", err)
+	}
 	if _, err := StartChild(ctx, &Env{}, time.Second, want, "x"); !errors.Is(err, ErrNoCommand) {
 		t.Errorf("no Command: %v", err)
 	}

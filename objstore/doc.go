@@ -80,8 +80,12 @@
 // ended. A client whose context ends during a call gets the context's
 // error; a blocked Get or a Fetch is cancelled at the store (no waiter
 // is left), and what a late reply grants (a Get's references, a
-// Create's object) is given back. When the store stops or dies, every
-// pending and later call fails with ErrDisconnected; Connect again to
+// Create's object) is given back. Other calls (Seal, Release, Delete …)
+// were sent before the context ended and may still take effect at the
+// store, as with any request already on its way: a caller that must know
+// asks again (Contains, List) or cleans up as objstore/arrowobj's Put
+// does. When the store stops or dies, every pending and later call fails
+// with ErrDisconnected; Connect again to
 // the restarted store (which removes a dead store's socket file). A
 // store answers at most Config.MaxOutstanding of a client's requests at
 // once (half of them blocked Gets, beyond which Get fails with ErrBusy);
