@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"hash/crc32"
+	"io"
+	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestConcurrentClients runs many goroutines on a few shared clients:
@@ -113,5 +118,35 @@ func TestGetReplyAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("Get handling allocates %v times", allocs)
+	}
+}
+
+// TestTryWriteAllocs: a reply that leaves by send's non-blocking write
+// allocates nothing there.
+func TestTryWriteAllocs(t *testing.T) {
+	s := newTestStore(t, 1<<20)
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := net.FileConn(os.NewFile(uintptr(fds[0]), "store side"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mine.Close()
+	peer := os.NewFile(uintptr(fds[1]), "client side")
+	defer peer.Close()
+	sess := newSession(s, 99, mine.(*net.UnixConn))
+	frame, got := make([]byte, 64), make([]byte, 64)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if n := sess.tryWrite(frame); n != len(frame) {
+			t.Fatalf("tryWrite wrote %d of %d bytes", n, len(frame))
+		}
+		if _, err := io.ReadFull(peer, got); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("tryWrite allocates %v times", allocs)
 	}
 }

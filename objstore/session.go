@@ -24,6 +24,7 @@ type session struct {
 	id   uint64
 	conn *net.UnixConn
 	raw  syscall.RawConn // conn's descriptor, for send's non-blocking write
+	try  tryWriter       // under outMu
 
 	// Under s.mu.
 	refs    map[ID]int          // references held, by object
@@ -64,6 +65,7 @@ func newSession(s *Store, id uint64, conn *net.UnixConn) *session {
 	}
 	if conn != nil {
 		c.raw, _ = conn.SyscallConn() // nil on error: send always queues
+		c.try.write = c.try.writeFD
 	}
 	return c
 }
@@ -95,22 +97,36 @@ func (c *session) send(frame []byte) {
 
 // tryWrite writes what the socket takes of frame without waiting and
 // returns how much that was (0 on any error: the writer meets it again).
+// It runs under outMu; the function given to the raw connection is made
+// once per session, so a reply allocates nothing here.
 func (c *session) tryWrite(frame []byte) int {
-	n := 0
-	_ = c.raw.Write(func(fd uintptr) bool {
-		for n < len(frame) {
-			m, err := unix.Write(int(fd), frame[n:])
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil || m <= 0 {
-				break
-			}
-			n += m
-		}
-		return true // never wait for the socket to become writable
-	})
+	c.try.frame, c.try.n = frame, 0
+	_ = c.raw.Write(c.try.write)
+	n := c.try.n
+	c.try.frame = nil
 	return n
+}
+
+// tryWriter is tryWrite's state: the frame, how much of it went, and the
+// function the raw connection calls with the descriptor.
+type tryWriter struct {
+	frame []byte
+	n     int
+	write func(fd uintptr) bool
+}
+
+func (t *tryWriter) writeFD(fd uintptr) bool {
+	for t.n < len(t.frame) {
+		m, err := unix.Write(int(fd), t.frame[t.n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || m <= 0 {
+			break
+		}
+		t.n += m
+	}
+	return true // never wait for the socket to become writable
 }
 
 // notify queues the notice that id was sealed for each of c's
